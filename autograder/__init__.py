@@ -1,0 +1,1 @@
+"""nbgrader set-up, notebook building and grading tools of the course."""

@@ -1,0 +1,117 @@
+"""Regenerate everything that is derived from solutions/:
+
+* utils/reference/<module>.py   the solution cells of each section, as importable code
+* utils/reference/__init__.py   re-exports every graded name
+* docs/misconceptions.md        the table of check codes
+* notebooks/<id>/<id>.ipynb     learner notebooks, made by `nbgrader generate_assignment`
+
+    python -m autograder.build            (what `python3 course.py build` runs)
+"""
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+from utils.checks.codes import markdown_table
+
+from .config import RELEASE_DIR, SOURCE_DIR
+from .notebook_format import canonical, cell_kind, dumps
+
+ROOT = Path(__file__).resolve().parents[1]
+GENERATED = "# Generated from {src} by `python3 course.py build`. Do not edit: edit the notebook.\n"
+HEADER = '''"""Reference implementations of section {id} (the solution cells of its notebook)."""
+import math
+
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+'''
+
+
+def section_ids(root: Path = ROOT) -> list[str]:
+    return sorted(p.name for p in (root / SOURCE_DIR).iterdir() if (p / f"{p.name}.ipynb").exists())
+
+
+def module_name(section_id: str) -> str:
+    return f"s{section_id}"
+
+
+def load(path: Path) -> dict:
+    return json.loads(path.read_text(encoding="utf-8"))
+
+
+def strip_markers(source: str) -> str:
+    keep = [ln for ln in source.splitlines() if ln.strip() not in ("### BEGIN SOLUTION", "### END SOLUTION")]
+    return "\n".join(keep).strip("\n")
+
+
+def reference_module(section_id: str, nb: dict) -> tuple[str, list[str]]:
+    """The module text and the graded names it defines."""
+    names, blocks = [], []
+    for cell in nb["cells"]:
+        kind = cell_kind(cell)
+        if kind == "solution":
+            names.append(cell["metadata"]["nbgrader"]["grade_id"])
+        if kind in ("solution", "export"):
+            blocks.append(strip_markers(cell["source"]))
+    src = f"{SOURCE_DIR}/{section_id}/{section_id}.ipynb"
+    text = GENERATED.format(src=src) + HEADER.format(id=section_id)
+    text += f"\n__all__ = {names!r}\n\n\n" + "\n\n\n".join(blocks) + "\n"
+    return text, names
+
+
+def reference_files(root: Path = ROOT) -> dict[Path, str]:
+    """Every generated file of utils/reference and docs, path -> text."""
+    files, init = {}, [GENERATED.format(src=f"{SOURCE_DIR}/") + '"""Reference implementations of every graded exercise."""']
+    for sid in section_ids(root):
+        text, names = reference_module(sid, load(root / SOURCE_DIR / sid / f"{sid}.ipynb"))
+        files[root / "utils" / "reference" / f"{module_name(sid)}.py"] = text
+        if names:
+            init.append(f"from .{module_name(sid)} import {', '.join(names)}  # noqa: F401")
+    files[root / "utils" / "reference" / "__init__.py"] = "\n".join(init) + "\n"
+    files[root / "docs" / "misconceptions.md"] = (
+        "# 检查代码一览：误区 → 提示\n\n<!-- Generated from utils/checks/codes.py by "
+        "`python3 course.py build`. Do not edit. -->\n\n" + markdown_table())
+    return files
+
+
+def generate_release(section_id: str, course_root: Path) -> Path:
+    """Run nbgrader generate_assignment in ``course_root``; return the learner notebook."""
+    cmd = [sys.executable, "-m", "nbgrader", "generate_assignment", section_id, "--force", "--no-db",
+           f"--CourseDirectory.root={course_root}", "--log-level=WARN"]
+    subprocess.run(cmd, check=True, cwd=course_root)
+    out = course_root / RELEASE_DIR / section_id / f"{section_id}.ipynb"
+    out.write_text(dumps(canonical(load(out))), encoding="utf-8")
+    return out
+
+
+def learner_notebooks(root: Path = ROOT) -> dict[str, str]:
+    """Generate every learner notebook in a scratch course; section id -> notebook text."""
+    with tempfile.TemporaryDirectory() as tmp:
+        course = Path(tmp)
+        shutil.copytree(root / SOURCE_DIR, course / SOURCE_DIR)
+        shutil.copy(root / "nbgrader_config.py", course / "nbgrader_config.py")
+        return {sid: generate_release(sid, course).read_text(encoding="utf-8") for sid in section_ids(root)}
+
+
+def main() -> None:
+    for sid in section_ids():
+        path = ROOT / SOURCE_DIR / sid / f"{sid}.ipynb"
+        path.write_text(dumps(canonical(load(path))), encoding="utf-8")  # strip outputs
+    for path, text in reference_files().items():
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text, encoding="utf-8")
+        print(f"wrote {path.relative_to(ROOT)}")
+    for sid, text in learner_notebooks().items():
+        out = ROOT / RELEASE_DIR / sid / f"{sid}.ipynb"
+        out.parent.mkdir(parents=True, exist_ok=True)
+        out.write_text(text, encoding="utf-8")
+        print(f"wrote {out.relative_to(ROOT)}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,30 @@
+"""The one nbgrader configuration, shared by nbgrader_config.py and the tests."""
+from __future__ import annotations
+
+SOURCE_DIR = "solutions"
+RELEASE_DIR = "notebooks"
+CODE_STUB = "# 请在这里写你的代码（删掉下面这行）\nraise NotImplementedError(\"尚未实现\")"
+TEXT_STUB = "请在这里写下你的回答。"
+
+
+def configure(c, course_root: str | None = None) -> None:
+    """Apply the course's nbgrader settings to the config object ``c``."""
+    c.CourseDirectory.course_id = "attention"
+    c.CourseDirectory.source_directory = SOURCE_DIR
+    c.CourseDirectory.release_directory = RELEASE_DIR
+    if course_root is not None:
+        c.CourseDirectory.root = course_root
+    c.ClearSolutions.code_stub = {"python": CODE_STUB}
+    c.ClearSolutions.text_stub = TEXT_STUB
+    # Per-cell limit; nbgrader's default is 30 s and, without one, a lost kernel reply hangs.
+    c.Execute.timeout = 60
+    c.Execute.interrupt_on_timeout = True
+    c.Execute.shutdown_kernel = "immediate"
+    # A deleted test cell is put back and run, instead of silently skipping its points.
+    c.OverwriteCells.add_missing_cells = True
+    # Feedback must not show the hidden tests.
+    c.GenerateFeedback.preprocessors = [
+        "nbgrader.preprocessors.GetGrades",
+        "nbgrader.preprocessors.ClearHiddenTests",
+        "nbconvert.preprocessors.CSSHTMLHeaderPreprocessor",
+    ]

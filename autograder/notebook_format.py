@@ -1,0 +1,152 @@
+"""The course's notebook conventions: cell kinds, nbgrader metadata, canonical JSON.
+
+Authors may edit solutions/*.ipynb in JupyterLab (nbgrader's "Create Assignment" toolbar)
+or as plain text in the "cells" format below, which round-trips exactly:
+
+    python -m autograder.notebook_format unpack solutions/01_x/01_x.ipynb > /tmp/01.cells
+    python -m autograder.notebook_format pack /tmp/01.cells solutions/01_x/01_x.ipynb
+
+A cells file is a sequence of cells, each opened by a header line:
+
+    %% markdown                      prose (not graded)
+    %% code                          a demo / setup code cell (not graded)
+    %% solution <name>               graded exercise: the cell defines exactly <name>
+    %% test <grade_id> <points>      locked autograded test cell (grade_id starts test_<name>)
+    %% answer <grade_id> <points>    manually graded markdown answer (reference answer inside)
+    %% export                        code copied into utils/reference (setup a solution needs)
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+import sys
+from pathlib import Path
+
+SCHEMA = 3
+KINDS = ("markdown", "code", "solution", "test", "answer", "export")
+_HEADER = re.compile(r"^%% (\w+)(?: (\S+))?(?: (\d+))?\s*$")
+
+
+def nbgrader_meta(kind: str, grade_id: str | None, points: int | None) -> dict | None:
+    if kind == "solution":
+        return {"grade": False, "grade_id": grade_id, "locked": False, "schema_version": SCHEMA,
+                "solution": True}
+    if kind == "test":
+        return {"grade": True, "grade_id": grade_id, "locked": True, "points": points,
+                "schema_version": SCHEMA, "solution": False}
+    if kind == "answer":
+        return {"grade": True, "grade_id": grade_id, "locked": False, "points": points,
+                "schema_version": SCHEMA, "solution": True}
+    return None
+
+
+def cell_kind(cell: dict) -> str:
+    meta = cell.get("metadata", {})
+    nbg = meta.get("nbgrader")
+    if nbg:
+        if nbg.get("solution") and not nbg.get("grade"):
+            return "solution"
+        if nbg.get("grade") and not nbg.get("solution"):
+            return "test"
+        if nbg.get("grade") and nbg.get("solution"):
+            return "answer"
+    if "export" in meta.get("tags", []):
+        return "export"
+    return cell["cell_type"]
+
+
+def make_cell(kind: str, source: str, grade_id: str | None = None, points: int | None = None) -> dict:
+    if kind not in KINDS:
+        raise ValueError(f"unknown cell kind {kind!r}; expected one of {KINDS}")
+    cell_type = "markdown" if kind in ("markdown", "answer") else "code"
+    metadata: dict = {}
+    nbg = nbgrader_meta(kind, grade_id, points)
+    if nbg:
+        metadata["nbgrader"] = nbg
+    if kind == "export":
+        metadata["tags"] = ["export"]
+    cell = {"cell_type": cell_type, "id": "", "metadata": metadata, "source": source}
+    if cell_type == "code":
+        cell.update(execution_count=None, outputs=[])
+    return cell
+
+
+def new_notebook(cells: list[dict]) -> dict:
+    nb = {"cells": cells, "metadata": {
+        "kernelspec": {"display_name": "Python 3 (ipykernel)", "language": "python", "name": "python3"},
+        "language_info": {"name": "python"}}, "nbformat": 4, "nbformat_minor": 5}
+    return canonical(nb)
+
+
+def canonical(nb: dict) -> dict:
+    """Strip outputs and execution counts; give every cell a stable id."""
+    seen: set[str] = set()
+    for cell in nb["cells"]:
+        if isinstance(cell["source"], list):
+            cell["source"] = "".join(cell["source"])
+        if cell["cell_type"] == "code":
+            cell["outputs"] = []
+            cell["execution_count"] = None
+        grade_id = cell.get("metadata", {}).get("nbgrader", {}).get("grade_id")
+        base = grade_id or hashlib.sha1(cell["source"].encode()).hexdigest()[:10]
+        cell_id, n = base, 1
+        while cell_id in seen:
+            n += 1
+            cell_id = f"{base}-{n}"
+        seen.add(cell_id)
+        cell["id"] = cell_id
+    return nb
+
+
+def dumps(nb: dict) -> str:
+    return json.dumps(nb, ensure_ascii=False, indent=1, sort_keys=True) + "\n"
+
+
+def pack(text: str) -> dict:
+    cells, header, body = [], None, []
+
+    def flush():
+        if header is not None:
+            kind, grade_id, points = header
+            cells.append(make_cell(kind, "\n".join(body).strip("\n"), grade_id,
+                                   int(points) if points else None))
+
+    for line in text.splitlines():
+        match = _HEADER.match(line)
+        if match and match.group(1) in KINDS:
+            flush()
+            header, body = match.groups(), []
+        else:
+            body.append(line)
+    flush()
+    return new_notebook(cells)
+
+
+def unpack(nb: dict) -> str:
+    parts = []
+    for cell in nb["cells"]:
+        kind = cell_kind(cell)
+        nbg = cell.get("metadata", {}).get("nbgrader", {})
+        head = f"%% {kind}"
+        if kind in ("solution", "test", "answer"):
+            head += f" {nbg['grade_id']}"
+        if kind in ("test", "answer"):
+            head += f" {nbg['points']}"
+        source = cell["source"] if isinstance(cell["source"], str) else "".join(cell["source"])
+        parts.append(f"{head}\n{source}\n")
+    return "\n".join(parts)
+
+
+def main(argv: list[str]) -> None:
+    if argv[:1] == ["unpack"] and len(argv) == 2:
+        sys.stdout.write(unpack(json.loads(Path(argv[1]).read_text(encoding="utf-8"))))
+    elif argv[:1] == ["pack"] and len(argv) == 3:
+        Path(argv[2]).parent.mkdir(parents=True, exist_ok=True)
+        Path(argv[2]).write_text(dumps(pack(Path(argv[1]).read_text(encoding="utf-8"))), encoding="utf-8")
+    else:
+        sys.exit(__doc__)
+
+
+if __name__ == "__main__":
+    main(sys.argv[1:])

@@ -1,0 +1,51 @@
+"""The bug bank: known-wrong and known-right implementations of every graded exercise.
+
+Each :class:`Variant` is the full source of one solution cell, written the way a learner
+might write it. A wrong variant names the code its check must report; a right one (code
+``None``) must pass. tests/test_bugbank.py runs them through the check functions, and
+tests/test_grading.py through a real nbgrader autograde.
+"""
+from __future__ import annotations
+
+import linecache
+import textwrap
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class Variant:
+    exercise: str          # the graded name the source defines
+    label: str             # what this variant does, for test ids
+    expected: str | None   # the check code it must fail with; None = must pass
+    source: str
+
+    @property
+    def id(self) -> str:
+        return f"{self.exercise}-{self.label}"
+
+
+def wrong(exercise: str, label: str, expected: str, source: str) -> Variant:
+    return Variant(exercise, label, expected, textwrap.dedent(source).strip("\n"))
+
+
+def right(exercise: str, label: str, source: str) -> Variant:
+    return Variant(exercise, label, None, textwrap.dedent(source).strip("\n"))
+
+
+PRELUDE = "import math\nimport torch\nimport torch.nn as nn\nimport torch.nn.functional as F\n"
+
+
+def load(variant: Variant):
+    """Execute the variant's source and return the object it defines."""
+    namespace: dict = {}
+    source = PRELUDE + variant.source
+    filename = f"<bugbank {variant.id}>"
+    # Register the source the way IPython does for a cell, so inspect.getsource works.
+    linecache.cache[filename] = (len(source), None, source.splitlines(keepends=True), filename)
+    exec(compile(source, filename, "exec"), namespace)
+    return namespace[variant.exercise]
+
+
+def all_variants() -> list[Variant]:
+    from . import s00, s01, s02, s03
+    return [v for module in (s00, s01, s02, s03) for v in module.VARIANTS]

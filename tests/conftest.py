@@ -1,0 +1,22 @@
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+SECTIONS = sorted(p.name for p in (ROOT / "solutions").iterdir() if (p / f"{p.name}.ipynb").exists())
+
+
+def notebook_path(kind: str, section: str) -> Path:
+    return ROOT / kind / section / f"{section}.ipynb"
+
+
+def load_notebook(kind: str, section: str) -> dict:
+    return json.loads(notebook_path(kind, section).read_text(encoding="utf-8"))
+
+
+@pytest.fixture(scope="session")
+def root() -> Path:
+    return ROOT

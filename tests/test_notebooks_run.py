@@ -1,0 +1,44 @@
+"""Every solution notebook runs top-to-bottom headless within its budget and every check
+passes; every learner notebook also runs top-to-bottom, its stubs failing kindly."""
+from __future__ import annotations
+
+import pytest
+
+from .conftest import SECTIONS, notebook_path
+from .notebook_runner import errors, execute, stream_text
+
+BUDGET_SECONDS = {"00_start_here": 30, "01_qkv_and_scores": 30, "02_scaling_and_softmax": 30,
+                  "03_single_head_attention": 30}
+
+
+def test_every_section_has_a_budget():
+    assert set(SECTIONS) <= set(BUDGET_SECONDS)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("section", SECTIONS)
+def test_solution_notebook_runs_and_passes_its_checks(section):
+    nb, seconds = execute(notebook_path("solutions", section))
+    assert not errors(nb)
+    test_cells = [c for c in nb.cells if c.metadata.get("nbgrader", {}).get("grade") and c.cell_type == "code"]
+    for cell in test_cells:
+        if "HIDDEN TESTS" not in cell.source:
+            assert "✅" in stream_text(cell), f"check cell printed no pass line: {cell.source!r}"
+        assert not stream_text(cell, "stderr"), "stderr in a graded cell costs points in nbgrader"
+    print(f"{section}: {seconds:.1f} s")
+    assert seconds <= BUDGET_SECONDS[section], f"{section} took {seconds:.1f} s"
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("section", SECTIONS)
+def test_learner_notebook_runs_with_kind_stub_messages(section):
+    nb, _ = execute(notebook_path("notebooks", section), allow_errors=True)
+    found = errors(nb)
+    visible_tests = [c for c in nb.cells if c.metadata.get("nbgrader", {}).get("grade")
+                     and c.cell_type == "code" and "check_" in c.source]
+    assert len(found) == len(visible_tests), "only the check cells of untouched stubs may fail"
+    for index, out in found:
+        assert out["ename"] == "CheckError", f"cell {index} raised {out['ename']}: {out['evalue']}"
+        assert out["evalue"].startswith("[not-implemented]"), out["evalue"]
+        assert "尚未实现" in "\n".join(out["traceback"])
+        assert len(out["traceback"]) <= 4, "a short message, not a traceback wall"

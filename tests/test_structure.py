@@ -1,0 +1,125 @@
+"""Generated files are in sync, committed notebooks are clean, nbgrader metadata is sound,
+and the graded names are exactly the exercise contract."""
+from __future__ import annotations
+
+import ast
+import json
+import re
+import tomllib
+from pathlib import Path
+
+import pytest
+
+from autograder import build
+from autograder.notebook_format import cell_kind, dumps, pack, unpack
+from utils.checks.codes import CODES
+
+from .conftest import ROOT, SECTIONS, load_notebook
+
+# The exercise contract (COURSE_SPEC.md): graded names per section, in notebook order.
+CONTRACT = {
+    "00_start_here": ["tensor_shape_quiz"],
+    "01_qkv_and_scores": ["project_qkv", "attention_scores"],
+    "02_scaling_and_softmax": ["dot_product_variance", "scaled_attention_scores", "softmax", "softmax_jacobian"],
+    "03_single_head_attention": ["attention", "Head"],
+}
+
+
+def test_sections_are_the_contracted_ones():
+    assert SECTIONS == sorted(CONTRACT)
+
+
+@pytest.mark.parametrize("section", SECTIONS)
+def test_solution_cells_define_exactly_the_contract(section):
+    nb = load_notebook("solutions", section)
+    solutions = [c for c in nb["cells"] if cell_kind(c) == "solution"]
+    assert [c["metadata"]["nbgrader"]["grade_id"] for c in solutions] == CONTRACT[section]
+    for cell in solutions:
+        tree = ast.parse(cell["source"])
+        defined = [n.name for n in tree.body if isinstance(n, (ast.FunctionDef, ast.ClassDef))]
+        assert defined == [cell["metadata"]["nbgrader"]["grade_id"]], "one public name per solution cell"
+        assert "### BEGIN SOLUTION" in cell["source"] and "### END SOLUTION" in cell["source"]
+
+
+@pytest.mark.parametrize("section", SECTIONS)
+def test_nbgrader_metadata_is_well_formed(section):
+    nb = load_notebook("solutions", section)
+    ids = [c["metadata"]["nbgrader"]["grade_id"] for c in nb["cells"] if "nbgrader" in c["metadata"]]
+    assert len(ids) == len(set(ids)), "duplicate grade_id"
+    names = CONTRACT[section]
+    for cell in nb["cells"]:
+        kind, meta = cell_kind(cell), cell["metadata"].get("nbgrader")
+        if meta is None:
+            continue
+        assert meta["schema_version"] == 3
+        assert re.fullmatch(r"[A-Za-z0-9_]+", meta["grade_id"])
+        if kind == "test":
+            assert cell["cell_type"] == "code" and meta["locked"] and meta["points"] > 0
+            assert any(meta["grade_id"].startswith(f"test_{n}") for n in names), meta["grade_id"]
+            hidden = "### BEGIN HIDDEN TESTS" in cell["source"]
+            assert hidden == meta["grade_id"].endswith("_hidden"), "hidden tests live in their own cell"
+        elif kind == "answer":
+            assert cell["cell_type"] == "markdown" and meta["points"] > 0
+            assert meta["grade_id"].startswith("answer_")
+        else:
+            assert kind == "solution" and "points" not in meta
+    for name in names:  # every exercise has a visible and a hidden test
+        tests = [i for i in ids if i.startswith(f"test_{name}")]
+        assert f"test_{name}" in tests, f"no visible test for {name}"
+        if section != "00_start_here":
+            assert f"test_{name}_hidden" in tests, f"no hidden test for {name}"
+
+
+@pytest.mark.parametrize("kind", ["solutions", "notebooks"])
+def test_committed_notebooks_have_no_outputs(kind):
+    for path in sorted((ROOT / kind).glob("*/*.ipynb")):
+        nb = json.loads(path.read_text(encoding="utf-8"))
+        for cell in nb["cells"]:
+            assert not cell.get("outputs") and not cell.get("execution_count"), f"{path} has outputs"
+
+
+@pytest.mark.parametrize("section", SECTIONS)
+def test_solution_notebook_is_canonical_and_round_trips(section):
+    path = ROOT / "solutions" / section / f"{section}.ipynb"
+    text = path.read_text(encoding="utf-8")
+    assert dumps(pack(unpack(json.loads(text)))) == text, "run `python3 course.py build` to normalize"
+
+
+@pytest.mark.slow
+def test_learner_notebooks_are_in_sync_with_solutions():
+    for section, text in build.learner_notebooks().items():
+        committed = ROOT / "notebooks" / section / f"{section}.ipynb"
+        assert committed.exists() and committed.read_text(encoding="utf-8") == text, \
+            f"{committed} is out of date: run `python3 course.py build`"
+    assert sorted(p.name for p in (ROOT / "notebooks").iterdir() if p.is_dir()) == SECTIONS
+
+
+def test_reference_package_and_docs_are_in_sync():
+    for path, text in build.reference_files().items():
+        assert path.exists() and path.read_text(encoding="utf-8") == text, \
+            f"{path.relative_to(ROOT)} is out of date: run `python3 course.py build`"
+
+
+def test_every_check_code_is_documented_and_used():
+    sources = "".join(p.read_text(encoding="utf-8") for p in (ROOT / "utils" / "checks").glob("*.py"))
+    raised = set(re.findall(r'"([A-Za-z0-9-]+)"', sources)) & set(CODES)
+    unused = set(CODES) - raised - {"not-implemented", "crashed", "wrong"}
+    assert not unused, f"codes no check can raise: {sorted(unused)}"
+
+
+def test_environment_yml_matches_pyproject():
+    project = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))["project"]
+    wanted = {re.split(r"[<>=!~ ]", d)[0].lower() for d in project["dependencies"]}
+    env_text = (ROOT / "environment.yml").read_text(encoding="utf-8")
+    assert "-e ." in env_text, "environment.yml must install the course package"
+    assert "torch==2.13.0" in env_text, "environment.yml must pin the torch the course is tested with"
+    listed = {re.split(r"[<>=!~ ]", line.strip()[2:])[0].lower()
+              for line in env_text.splitlines() if line.strip().startswith("- ") and ":" not in line}
+    assert wanted <= listed, f"missing from environment.yml: {sorted(wanted - listed)}"
+
+
+def test_ci_runs_the_readme_test_command():
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    ci = (ROOT / ".ci" / "run").read_text(encoding="utf-8")
+    assert "python3 course.py test" in readme and "python3 course.py test" in ci
+    assert "python3 course.py lab" in readme

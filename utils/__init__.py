@@ -1,0 +1,1 @@
+"""The course package: checks, reference implementations, figures, widgets, environment check."""

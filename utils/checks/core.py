@@ -1,0 +1,182 @@
+"""The machinery every check uses: a Chinese error with a stable code, safe calls into the
+learner's code, comparisons that diagnose a misconception by matching the candidate's
+output against the output each known misconception would give on the same input.
+"""
+from __future__ import annotations
+
+import contextlib
+import functools
+import inspect
+import re
+import time
+import traceback
+import warnings
+from collections.abc import Callable, Sequence
+from pathlib import Path
+
+import torch
+
+from .codes import describe
+
+_PACKAGE_DIR = Path(__file__).resolve().parents[1]
+_PASSED: dict[str, object] = {}  # name -> the candidate that last passed its check
+
+
+class CheckError(AssertionError):
+    """A failed check: ``[code] finding`` plus the misconception and a hint, in Chinese.
+
+    In Jupyter it renders as a short message (no traceback wall) via IPython's
+    ``_render_traceback_`` hook; anywhere else ``str(err)`` starts with ``[code]``.
+    """
+
+    def __init__(self, code: str, finding: str):
+        self.code = code
+        self.finding = finding
+        misconception, hint = describe(code)
+        self.misconception, self.hint = misconception, hint
+        super().__init__(f"[{code}] {finding}\n  可能的误区：{misconception}\n  提示：{hint}")
+
+    def _render_traceback_(self) -> list[str]:
+        return [f"\x1b[31m❌ [{self.code}] {self.finding}\x1b[0m",
+                f"   可能的误区：{self.misconception}",
+                f"   提示：{self.hint}"]
+
+
+def _learner_line(err: BaseException) -> str:
+    """The innermost frame of the traceback that is not course or library code."""
+    frames = [f for f in traceback.extract_tb(err.__traceback__)
+              if _PACKAGE_DIR not in Path(f.filename).resolve().parents
+              and "site-packages" not in f.filename and "/torch/" not in f.filename]
+    if not frames:
+        return ""
+    f = frames[-1]
+    return f"\n   出错的行：{(f.line or '').strip()}"
+
+
+def call(candidate: Callable, *args, **kwargs):
+    """Call learner code: NotImplementedError -> [not-implemented], other errors -> [crashed].
+
+    Warnings are silenced (a warning on stderr would cost points in nbgrader).
+    """
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            return candidate(*args, **kwargs)
+    except CheckError:
+        raise
+    except NotImplementedError as err:
+        name = getattr(candidate, "__name__", type(candidate).__name__)
+        raise CheckError("not-implemented", f"{name} 尚未实现。") from err
+    except Exception as err:  # any learner bug: report it kindly, with the learner's line
+        raise CheckError("crashed", f"运行时抛出 {type(err).__name__}: {err}{_learner_line(err)}") from err
+
+
+def check(name: str):
+    """Decorate ``check_<name>(candidate, ...)``: time it, print the pass line, remember it."""
+    def decorate(fn: Callable) -> Callable:
+        @functools.wraps(fn)
+        def wrapper(candidate, *args, **kwargs):
+            _PASSED.pop(name, None)
+            start = time.perf_counter()
+            if candidate is None:
+                raise CheckError("not-implemented", f"{name} 还没有定义（先运行定义它的单元格）。")
+            with torch.random.fork_rng(devices=[]):
+                fn(candidate, *args, **kwargs)
+            _PASSED[name] = candidate
+            print(f"✅ {name} 通过全部检查（{time.perf_counter() - start:.2f} 秒）")
+        return wrapper
+    return decorate
+
+
+def mine_or_reference(name: str, candidate):
+    """The learner's implementation if it passed its check, else the course's reference.
+
+    Demos call this so that a notebook keeps running when an exercise is not done yet.
+    """
+    if candidate is not None and _PASSED.get(name) is candidate:
+        return candidate
+    from .. import reference
+    print(f"（你的 {name} 还没有通过检查，下面的演示暂用课程的参考实现。）")
+    return getattr(reference, name)
+
+
+# --- comparisons ------------------------------------------------------------------------
+
+def close(got, want, atol: float = 1e-5, rtol: float = 1e-4) -> bool:
+    """Same shape and values equal within tolerance (NaN matches NaN: a misconception's
+    output may well contain NaN where the candidate's does too)."""
+    if not isinstance(got, torch.Tensor) or got.shape != want.shape:
+        return False
+    return bool(torch.allclose(got.detach().double(), want.detach().double(), atol=atol, rtol=rtol,
+                               equal_nan=True))
+
+
+def require_tensor(got, what: str) -> torch.Tensor:
+    if not isinstance(got, torch.Tensor):
+        raise CheckError("wrong-type", f"{what} 应该是 torch.Tensor，实际得到 {type(got).__name__}。")
+    return got
+
+
+def expect(got, want: torch.Tensor, what: str, misconceptions: Sequence[tuple[str, object]] = (),
+           atol: float = 1e-5, rtol: float = 1e-4) -> None:
+    """Pass if ``got`` equals ``want``; otherwise name the misconception whose output it equals.
+
+    ``misconceptions`` pairs a code with the tensor that misconception would produce on the
+    same input (or a zero-argument callable computing it, evaluated only when needed).
+    """
+    if close(got, want, atol, rtol):
+        return
+    for code, wrong in misconceptions:
+        wrong = wrong() if callable(wrong) else wrong
+        if wrong is not None and close(got, wrong, atol, rtol):
+            raise CheckError(code, f"{what} 与“{describe(code)[0].rstrip('。')}”时的结果一致。")
+    got = require_tensor(got, what)
+    if got.shape != want.shape:
+        raise CheckError("wrong-shape", f"{what} 的形状应为 {tuple(want.shape)}，实际是 {tuple(got.shape)}。")
+    if not torch.isfinite(got).all() and torch.isfinite(want).all():
+        raise CheckError("nan-output", f"{what} 含有 NaN/inf（参考结果全是有限值）。")
+    diff = (got.detach().double() - want.double()).abs()
+    worst = tuple(int(i) for i in torch.unravel_index(diff.argmax(), diff.shape))
+    raise CheckError("wrong", f"{what} 数值不对：在下标 {worst} 处应为 {want[worst].item():.5g}，"
+                              f"实际是 {got[worst].item():.5g}（最大误差 {diff.max().item():.3g}）。")
+
+
+def expect_unchanged(before: Sequence[torch.Tensor], after: Sequence[torch.Tensor]) -> None:
+    for b, a in zip(before, after):
+        if not torch.equal(b, a):
+            raise CheckError("modified-input", "调用之后，输入张量的值被改变了。")
+
+
+def call_pure(candidate: Callable, *tensors: torch.Tensor, **kwargs):
+    """Call with tensor arguments and fail with [modified-input] if any of them changed."""
+    before = [t.clone() for t in tensors]
+    out = call(candidate, *tensors, **kwargs)
+    expect_unchanged(before, tensors)
+    return out
+
+
+def randn(*shape: int, seed: int, scale: float = 1.0, dtype=torch.float32) -> torch.Tensor:
+    g = torch.Generator().manual_seed(seed)
+    return torch.randn(*shape, generator=g, dtype=dtype) * scale
+
+
+def source_of(obj) -> str:
+    try:
+        return inspect.getsource(obj)
+    except (OSError, TypeError):
+        return ""
+
+
+@contextlib.contextmanager
+def crash_hint(candidate, patterns: dict[str, str]):
+    """Turn a [crashed] into a diagnosis when the source shows the usual cause of that crash."""
+    try:
+        yield
+    except CheckError as err:
+        if err.code != "crashed":
+            raise
+        source = source_of(candidate)
+        for code, pattern in patterns.items():
+            if re.search(pattern, source):
+                raise CheckError(code, err.finding) from err
+        raise

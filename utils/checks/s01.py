@@ -1,0 +1,60 @@
+"""Checks of section 01_qkv_and_scores: project_qkv and attention_scores."""
+from __future__ import annotations
+
+import math
+
+import torch
+
+from .core import CheckError, call_pure, check, crash_hint, expect, randn
+
+# (batch dims, T, C, D): D != C so that a transposed weight cannot pass, and batch dims vary.
+PROJECTION_CASES = [((1,), 4, 6, 6), ((2,), 5, 8, 4), ((3, 2), 3, 5, 7)]
+PROJECTION_EXTENDED = [((), 7, 12, 3), ((4,), 1, 16, 16), ((2, 3), 6, 9, 2)]
+# (batch dims, Tq, Tk, D): Tq != Tk so that K Qᵀ has a visibly different shape.
+SCORE_CASES = [((), 4, 6, 8), ((2,), 5, 5, 3), ((2, 3), 3, 7, 4)]
+SCORE_EXTENDED = [((), 9, 2, 16), ((5,), 1, 1, 1), ((2, 1), 6, 6, 64)]
+
+
+def _as_triple(result, what: str):
+    if not isinstance(result, (tuple, list)) or len(result) != 3:
+        raise CheckError("wrong-type", f"{what} 应返回三元组 (q, k, v)，实际得到 {type(result).__name__}。")
+    return result
+
+
+@check("project_qkv")
+def check_project_qkv(candidate, extended: bool = False, seed: int = 0) -> None:
+    cases = PROJECTION_CASES + (PROJECTION_EXTENDED if extended else [])
+    for i, (batch, T, C, D) in enumerate(cases):
+        x = randn(*batch, T, C, seed=seed + 10 * i)
+        w_q, w_k, w_v = (randn(C, D, seed=seed + 10 * i + j) for j in (1, 2, 3))
+        q, k, v = _as_triple(call_pure(candidate, x, w_q, w_k, w_v), "project_qkv")
+        want = {"q": x @ w_q, "k": x @ w_k, "v": x @ w_v}  # (..., T, D) each
+        for name, got in zip("qkv", (q, k, v)):
+            wrong = [("weights-transposed", lambda w=w: x @ w.mT) for w in (w_q, w_k, w_v) if C == D]
+            wrong += [("qkv-mixed-up", other) for other_name, other in want.items() if other_name != name]
+            expect(got, want[name], f"x 形状 {tuple(x.shape)}、W 形状 {(C, D)} 时返回的 {name}", wrong)
+
+
+@check("attention_scores")
+def check_attention_scores(candidate, extended: bool = False, seed: int = 0) -> None:
+    cases = SCORE_CASES + (SCORE_EXTENDED if extended else [])
+    for i, (batch, Tq, Tk, D) in enumerate(cases):
+        q = randn(*batch, Tq, D, seed=seed + 10 * i)
+        k = randn(*batch, Tk, D, seed=seed + 10 * i + 1)
+        with crash_hint(candidate, {"transpose-all-dims": r"\.T\b|\.t\(\)"}):
+            got = call_pure(candidate, q, k)
+        want = q @ k.transpose(-2, -1)  # (..., Tq, Tk)
+        wrong = [
+            ("qk-swapped", lambda: k @ q.transpose(-2, -1)),
+            ("unexpected-scale", lambda: want / math.sqrt(D)),
+            ("transpose-all-dims", lambda: _matmul_full_transpose(q, k)),
+        ]
+        expect(got, want, f"q 形状 {tuple(q.shape)}、k 形状 {tuple(k.shape)} 时的分数", wrong)
+
+
+def _matmul_full_transpose(q: torch.Tensor, k: torch.Tensor):
+    """What ``q @ k.T`` computes when k has batch dims (k.T reverses every dim)."""
+    try:
+        return q @ k.permute(*reversed(range(k.dim())))
+    except RuntimeError:
+        return None

@@ -1,0 +1,149 @@
+"""Checks of section 02_scaling_and_softmax."""
+from __future__ import annotations
+
+import math
+import numbers
+
+import torch
+from torch.overrides import TorchFunctionMode
+
+from .core import CheckError, call, call_pure, check, expect, randn, require_tensor
+
+N_SAMPLES = 20_000          # enough for a 6% tolerance (std of a sample variance ≈ D·√(2/n))
+VARIANCE_DIMS = (4, 16, 64)
+VARIANCE_EXTENDED = (2, 32, 128)
+SCALED_CASES = [((2,), 4, 6, 8), ((), 5, 5, 16), ((2, 3), 3, 7, 4)]
+SCALED_EXTENDED = [((1,), 9, 2, 64), ((3,), 1, 1, 1), ((2, 2), 6, 6, 32)]
+
+
+# --- dot_product_variance -------------------------------------------------------------------
+
+def _as_float(value, what: str) -> float:
+    if isinstance(value, torch.Tensor) and value.numel() == 1:
+        return float(value)
+    if isinstance(value, numbers.Real):
+        return float(value)
+    raise CheckError("wrong-type", f"{what} 应返回一个数（float），实际得到 {type(value).__name__}。")
+
+
+@check("dot_product_variance")
+def check_dot_product_variance(candidate, extended: bool = False, seed: int = 0) -> None:
+    for d in VARIANCE_DIMS + (VARIANCE_EXTENDED if extended else ()):
+        gen = torch.Generator().manual_seed(seed + d)
+        got = _as_float(call(candidate, d, n_samples=N_SAMPLES, generator=gen), "dot_product_variance")
+        if not math.isfinite(got):
+            raise CheckError("nan-output", f"d={d} 时返回了 {got}。")
+        tol = 6 * d * math.sqrt(2 / N_SAMPLES) + 0.05 * d
+        if abs(got - d) <= tol:
+            continue
+        if abs(got - math.sqrt(d)) <= 0.1 * math.sqrt(d):
+            raise CheckError("variance-as-std", f"d={d} 时返回 {got:.3f} ≈ √d = {math.sqrt(d):.3f}，而方差应 ≈ {d}。")
+        if abs(got - 1) <= 0.1:
+            raise CheckError("variance-of-one-term", f"d={d} 时返回 {got:.3f} ≈ 1，而 q·k 的方差应 ≈ {d}。")
+        if abs(got - d / 144) <= 0.1 * d / 144 + 0.02 or abs(got - d * 7 / 144) <= 0.1 * d * 7 / 144:
+            raise CheckError("variance-wrong-distribution", f"d={d} 时返回 {got:.3f}，与均匀分布采样的结果一致。")
+        raise CheckError("wrong", f"d={d} 时返回 {got:.3f}，而 q·k 的方差应 ≈ {d}（允许误差 ±{tol:.2f}）。")
+    d = 8
+    first = _as_float(call(candidate, d, n_samples=1000, generator=torch.Generator().manual_seed(seed)), "")
+    again = _as_float(call(candidate, d, n_samples=1000, generator=torch.Generator().manual_seed(seed)), "")
+    if first != again:
+        raise CheckError("ignores-generator", f"用同一个种子的 generator 调用两次，得到 {first:.4f} 和 {again:.4f}。")
+
+
+# --- scaled_attention_scores -----------------------------------------------------------------
+
+@check("scaled_attention_scores")
+def check_scaled_attention_scores(candidate, extended: bool = False, seed: int = 0) -> None:
+    for i, (batch, Tq, Tk, D) in enumerate(SCALED_CASES + (SCALED_EXTENDED if extended else [])):
+        q = randn(*batch, Tq, D, seed=seed + 10 * i)
+        k = randn(*batch, Tk, D, seed=seed + 10 * i + 1)
+        got = call_pure(candidate, q, k)
+        raw = q @ k.transpose(-2, -1)  # (..., Tq, Tk)
+        wrong = [("scale-missing", raw), ("scale-by-D", raw / D), ("scale-inverted", raw * math.sqrt(D)),
+                 ("qk-swapped", lambda: k @ q.transpose(-2, -1) / math.sqrt(D)),
+                 ("scale-by-sqrt-T", raw / math.sqrt(Tk)), ("scale-by-sqrt-T", raw / math.sqrt(Tq))]
+        expect(got, raw / math.sqrt(D), f"q 形状 {tuple(q.shape)}、k 形状 {tuple(k.shape)} 时的缩放分数", wrong)
+
+
+# --- softmax --------------------------------------------------------------------------------
+
+class _BuiltinSoftmaxTripwire(TorchFunctionMode):
+    """Records any PyTorch softmax / log_softmax reached from the candidate's code."""
+
+    def __init__(self):
+        super().__init__()
+        self.used: str | None = None
+
+    def __torch_function__(self, func, types, args=(), kwargs=None):
+        name = getattr(func, "__name__", "")
+        if "softmax" in name and self.used is None:
+            self.used = name
+        return func(*args, **(kwargs or {}))
+
+
+def _softmax_call(candidate, x: torch.Tensor, dim: int):
+    tripwire = _BuiltinSoftmaxTripwire()
+    with tripwire:
+        got = call_pure(candidate, x, dim=dim)
+    if tripwire.used:
+        raise CheckError("uses-builtin-softmax", f"调用了 PyTorch 的 {tripwire.used}。")
+    return require_tensor(got, "softmax 的输出")
+
+
+def _softmax_probes(seed: int, extended: bool):
+    """(description, input, dim) triples: dims other than -1, batch dims, odd sizes."""
+    probes = [("形状 (3, 5) 沿 dim=-1", randn(3, 5, seed=seed), -1),
+              ("形状 (4, 3) 沿 dim=0", randn(4, 3, seed=seed + 1), 0),
+              ("形状 (2, 3, 4) 沿 dim=1", randn(2, 3, 4, seed=seed + 2), 1)]
+    if extended:
+        probes += [("形状 (2, 1, 6) 沿 dim=-1", randn(2, 1, 6, seed=seed + 3, scale=3.0), -1),
+                   ("形状 (5,) 沿 dim=0", randn(5, seed=seed + 4), 0),
+                   ("形状 (2, 3, 4, 5) 沿 dim=2", randn(2, 3, 4, 5, seed=seed + 5), 2)]
+    return probes
+
+
+@check("softmax")
+def check_softmax(candidate, extended: bool = False, seed: int = 0) -> None:
+    for what, x, dim in _softmax_probes(seed, extended):
+        got = _softmax_call(candidate, x, dim)
+        want = torch.softmax(x, dim=dim)
+        e = x.exp()
+        wrong = [("softmax-wrong-dim", torch.softmax(x, dim=d)) for d in range(x.dim()) if d != dim % x.dim()]
+        wrong += [("not-normalized", e), ("not-normalized", (x - x.amax(dim, keepdim=True)).exp())]
+        expect(got, want, f"输入{what}时的 softmax", wrong)
+    _check_softmax_stability(candidate, seed)
+
+
+def _check_softmax_stability(candidate, seed: int) -> None:
+    # Row 0 overflows exp without a max subtraction; row 1 underflows to 0/0 when the max
+    # of the whole tensor (1e4) is subtracted instead of each row's own max.
+    big = torch.tensor([[1e4, 1e4 - 1.0, 1e4 - 3.0], [-2.0, 0.0, 1.0]])  # (2, 3)
+    got = _softmax_call(candidate, big, -1)
+    if got.shape == big.shape and not torch.isfinite(got[0]).all():
+        raise CheckError("no-max-subtraction", "输入第一行是 [1e4, 1e4-1, 1e4-3] 时输出含 NaN/inf。")
+    if got.shape == big.shape and not torch.isfinite(got[1]).all():
+        raise CheckError("global-max-subtraction", "两行分别是 [1e4, 1e4-1, 1e4-3] 和 [-2, 0, 1] 时，第二行变成了 NaN。")
+    # float32 cannot do better than ~1e-3 near 1e4 for some correct formulas (e.g. logsumexp)
+    expect(got, torch.softmax(big, dim=-1), "输入含 1e4 量级的数时的 softmax", atol=1e-3, rtol=1e-3)
+    inf = float("-inf")
+    masked = torch.tensor([[0.5, inf, 1.5, inf], [inf, inf, 2.0, inf]])  # -inf entries must give 0
+    got = _softmax_call(candidate, masked, -1)
+    if got.shape == masked.shape and not torch.isfinite(got).all():
+        raise CheckError("nan-output", "含 -inf（但每行至少一个有限值）的输入得到了 NaN；-inf 的位置应得到 0。")
+    expect(got, torch.softmax(masked, -1), "含 -inf 的输入的 softmax")
+
+
+# --- softmax_jacobian -------------------------------------------------------------------------
+
+@check("softmax_jacobian")
+def check_softmax_jacobian(candidate, extended: bool = False, seed: int = 0) -> None:
+    sizes = (4, 1, 7) + ((2, 12) if extended else ())
+    for i, n in enumerate(sizes):
+        logits = randn(n, seed=seed + i, scale=2.0)
+        p = torch.softmax(logits, dim=0)  # (n,)
+        got = call_pure(candidate, p)
+        want = torch.autograd.functional.jacobian(lambda z: torch.softmax(z, dim=0), logits)  # (n, n)
+        outer = torch.outer(p, p)
+        wrong = [("jacobian-sign", outer - torch.diag(p)), ("jacobian-diag-only", torch.diag(p)),
+                 ("jacobian-diag-only", torch.diag(p * (1 - p))), ("jacobian-outer-only", -outer)]
+        expect(got, want, f"p 形状 ({n},) 时的雅可比矩阵", wrong)

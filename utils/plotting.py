@@ -1,0 +1,98 @@
+"""Figures with Chinese text: one CJK font chosen once, and the few plot helpers every
+section uses (heatmaps of attention weights, bars of a distribution).
+"""
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+
+import matplotlib
+import matplotlib.pyplot as plt
+from matplotlib import font_manager
+
+# Families tried in order when the bundled font is missing (Windows, macOS, Linux).
+_SYSTEM_CJK = ["Noto Sans CJK SC", "Source Han Sans SC", "Microsoft YaHei", "SimHei",
+               "PingFang SC", "Heiti SC", "WenQuanYi Zen Hei", "Noto Sans SC"]
+
+
+def _bundled_font() -> Path | None:
+    """Noto Sans CJK SC as shipped by the mplfonts package (a course dependency)."""
+    try:
+        import mplfonts
+    except ImportError:
+        return None
+    path = Path(mplfonts.__file__).parent / "fonts" / "NotoSansCJKsc-Regular.otf"
+    return path if path.exists() else None
+
+
+def setup_chinese_font() -> str | None:
+    """Make matplotlib draw Chinese; return the family used, or None if none was found."""
+    family = None
+    bundled = _bundled_font()
+    if bundled is not None:
+        font_manager.fontManager.addfont(str(bundled))
+        family = font_manager.FontProperties(fname=str(bundled)).get_name()
+    else:
+        installed = {f.name for f in font_manager.fontManager.ttflist}
+        family = next((name for name in _SYSTEM_CJK if name in installed), None)
+    if family is not None:
+        matplotlib.rcParams["font.sans-serif"] = [family, *matplotlib.rcParams["font.sans-serif"]]
+        matplotlib.rcParams["font.family"] = "sans-serif"
+    matplotlib.rcParams["axes.unicode_minus"] = False  # ASCII minus: present in every font
+    return family
+
+
+def heatmap(ax, matrix, title: str = "", xlabel: str = "键位置 s", ylabel: str = "查询位置 t",
+            labels: Sequence[str] | None = None, annotate: bool | None = None,
+            cmap: str = "viridis", vmin: float | None = 0.0, vmax: float | None = None):
+    """Draw a [Tq, Tk] matrix (e.g. attention weights) with the query on the vertical axis."""
+    m = matrix.detach().float().cpu() if hasattr(matrix, "detach") else matrix
+    image = ax.imshow(m, cmap=cmap, vmin=vmin, vmax=vmax)
+    ax.set_title(title)
+    ax.set_xlabel(xlabel)
+    ax.set_ylabel(ylabel)
+    rows, cols = m.shape
+    if labels is not None:
+        ax.set_xticks(range(cols), labels[:cols])
+        ax.set_yticks(range(rows), labels[:rows])
+    if annotate is None:
+        annotate = rows * cols <= 64
+    if annotate:
+        for t in range(rows):
+            for s in range(cols):
+                value = float(m[t, s])
+                text = "-inf" if value == float("-inf") else f"{value:.2f}"
+                ax.text(s, t, text, ha="center", va="center", fontsize=8,
+                        color="white" if value < (vmax if vmax is not None else 0.5) * 0.6 else "black")
+    return image
+
+
+def heatmaps(matrices: Sequence, titles: Sequence[str], suptitle: str = "", ncols: int | None = None,
+             size: float = 3.2, **kwargs):
+    """Several heatmaps side by side; returns the figure."""
+    n = len(matrices)
+    ncols = ncols or n
+    nrows = (n + ncols - 1) // ncols
+    fig, axes = plt.subplots(nrows, ncols, figsize=(size * ncols, size * nrows), squeeze=False)
+    for ax, matrix, title in zip(axes.flat, matrices, titles):
+        heatmap(ax, matrix, title, **kwargs)
+    for ax in list(axes.flat)[n:]:
+        ax.axis("off")
+    if suptitle:
+        fig.suptitle(suptitle)
+    fig.tight_layout()
+    return fig
+
+
+def bars(ax, values, title: str = "", xlabel: str = "位置", ylabel: str = "概率", ylim=(0, 1)):
+    """A probability vector as bars, with each value printed on its bar."""
+    v = values.detach().float().cpu() if hasattr(values, "detach") else values
+    positions = range(len(v))
+    ax.bar(positions, v, color="#4C72B0")
+    ax.set_title(title)
+    ax.set_xlabel(xlabel)
+    ax.set_ylabel(ylabel)
+    if ylim is not None:
+        ax.set_ylim(*ylim)
+    for x, value in zip(positions, v):
+        ax.text(x, float(value), f"{float(value):.2f}", ha="center", va="bottom", fontsize=8)

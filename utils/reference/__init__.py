@@ -1,0 +1,6 @@
+# Generated from solutions/ by `python3 course.py build`. Do not edit: edit the notebook.
+"""Reference implementations of every graded exercise."""
+from .s00_start_here import tensor_shape_quiz  # noqa: F401
+from .s01_qkv_and_scores import project_qkv, attention_scores  # noqa: F401
+from .s02_scaling_and_softmax import dot_product_variance, scaled_attention_scores, softmax, softmax_jacobian  # noqa: F401
+from .s03_single_head_attention import attention, Head  # noqa: F401

@@ -1,0 +1,21 @@
+# Generated from solutions/00_start_here/00_start_here.ipynb by `python3 course.py build`. Do not edit: edit the notebook.
+"""Reference implementations of section 00_start_here (the solution cells of its notebook)."""
+import math
+
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+__all__ = ['tensor_shape_quiz']
+
+
+def tensor_shape_quiz():
+    """Shapes in one attention head for X: [B, T, C] = [2, 5, 8] and W_Q, W_K, W_V: [C, D] = [8, 4]."""
+    return {
+        "Q": (2, 5, 4),        # X @ W_Q: (2, 5, 8) @ (8, 4)
+        "K": (2, 5, 4),
+        "V": (2, 5, 4),
+        "scores": (2, 5, 5),   # Q @ Kᵀ: (2, 5, 4) @ (2, 4, 5)
+        "weights": (2, 5, 5),  # softmax keeps the shape
+        "out": (2, 5, 4),      # weights @ V: (2, 5, 5) @ (2, 5, 4)
+    }

@@ -1,0 +1,25 @@
+# Generated from solutions/01_qkv_and_scores/01_qkv_and_scores.ipynb by `python3 course.py build`. Do not edit: edit the notebook.
+"""Reference implementations of section 01_qkv_and_scores (the solution cells of its notebook)."""
+import math
+
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+__all__ = ['project_qkv', 'attention_scores']
+
+
+def project_qkv(x, w_q, w_k, w_v):
+    """Project hidden states into queries, keys and values.
+
+    x: (..., T, C); w_q, w_k, w_v: (C, D). Returns (q, k, v), each (..., T, D).
+    """
+    q = x @ w_q  # (..., T, C) @ (C, D) -> (..., T, D)
+    k = x @ w_k  # (..., T, D)
+    v = x @ w_v  # (..., T, D)
+    return q, k, v
+
+
+def attention_scores(q, k):
+    """Unscaled scores S = Q Kᵀ: q (..., Tq, D), k (..., Tk, D) -> (..., Tq, Tk)."""
+    return q @ k.transpose(-2, -1)  # (..., Tq, D) @ (..., D, Tk) -> (..., Tq, Tk)
