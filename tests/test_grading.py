@@ -1,0 +1,65 @@
+"""The bug bank through a real nbgrader flow: generate → submit → autograde → feedback.
+
+Every wrong variant loses exactly its exercise's points (visible and hidden test), every
+right variant earns them, the feedback names the diagnosed code and never shows the
+hidden tests, and an untouched learner notebook scores 0 with "尚未实现"."""
+from __future__ import annotations
+
+import pytest
+
+from .bugbank import all_variants
+from .conftest import SECTIONS, load_notebook
+from .nbgrader_course import Course, slim, with_solution
+
+BANK = all_variants()
+
+
+def section_exercises(section: str) -> list[str]:
+    nb = load_notebook("solutions", section)
+    return [c["metadata"]["nbgrader"]["grade_id"] for c in nb["cells"]
+            if c["metadata"].get("nbgrader", {}).get("solution") and c["cell_type"] == "code"]
+
+
+def points(section: str) -> dict[str, float]:
+    nb = load_notebook("solutions", section)
+    return {c["metadata"]["nbgrader"]["grade_id"]: c["metadata"]["nbgrader"]["points"]
+            for c in nb["cells"] if c["metadata"].get("nbgrader", {}).get("grade")}
+
+
+def plan_submissions(section: str) -> dict[str, dict[str, object]]:
+    """student -> {exercise: variant}; each student carries one variant of every exercise,
+    so that every variant of the section is graded by some student."""
+    by_exercise = {e: [v for v in BANK if v.exercise == e] for e in section_exercises(section)}
+    n = max(len(vs) for vs in by_exercise.values())
+    return {f"student{k:02d}": {e: vs[k % len(vs)] for e, vs in by_exercise.items()} for k in range(n)}
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("section", SECTIONS)
+def test_bug_bank_through_nbgrader_autograde(section, tmp_path):
+    course = Course.create(tmp_path, [section])
+    release = course.release_notebook(section)
+    plan = plan_submissions(section)
+    for student, variants in plan.items():
+        nb = slim(release)
+        for exercise, variant in variants.items():
+            nb = with_solution(nb, exercise, variant.source)
+        course.submit(student, section, nb)
+    course.submit("untouched", section, release)  # the learner notebook as released, demos included
+    course.nbgrader("autograde", section)
+    course.nbgrader("generate_feedback", section)
+
+    scores, full = course.scores(section), points(section)
+    for student, variants in plan.items():
+        html = course.feedback_html(student, section)
+        assert "BEGIN HIDDEN TESTS" not in html and "extended=True" not in html
+        for exercise, variant in variants.items():
+            cells = [g for g in full if g.startswith(f"test_{exercise}")]
+            got = {g: scores[student][g] for g in cells}
+            if variant.expected is None:
+                assert got == {g: full[g] for g in cells}, f"{variant.id} must earn full marks: {got}"
+            else:
+                assert got == {g: 0 for g in cells}, f"{variant.id} must lose its points: {got}"
+                assert f"[{variant.expected}]" in html, f"feedback of {variant.id} must name [{variant.expected}]"
+    assert all(score == 0 for score in scores["untouched"].values())
+    assert "尚未实现" in course.feedback_html("untouched", section)

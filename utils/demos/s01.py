@@ -1,0 +1,103 @@
+"""Figures of section 01_qkv_and_scores: vectors and their dot products, labelled score
+tables, and one query's row of scores (used by the widget).
+
+The notebook builds every tensor it shows; these helpers only draw them.
+"""
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import matplotlib.pyplot as plt
+import torch
+from matplotlib.patches import Rectangle
+
+from utils.plotting import bars
+
+
+def _as_tensor(m) -> torch.Tensor:
+    return m.detach().float().cpu() if isinstance(m, torch.Tensor) else torch.as_tensor(m, dtype=torch.float32)
+
+
+def plot_vectors(ax, q, keys: dict[str, torch.Tensor], title: str = "") -> None:
+    """Draw a 2-D query and several 2-D keys from the origin; label each key with q·k and cos."""
+    q = _as_tensor(q)
+    colors = ["#2ca02c", "#ff7f0e", "#d62728", "#9467bd", "#8c564b"]
+    ax.quiver(0, 0, q[0], q[1], angles="xy", scale_units="xy", scale=1, color="black", width=0.012)
+    ax.annotate("查询 q", q.tolist(), textcoords="offset points", xytext=(6, 6), fontsize=10)
+    reach = float(q.abs().max())
+    for (name, k), color in zip(keys.items(), colors):
+        k = _as_tensor(k)
+        dot = float(q @ k)
+        cos = dot / float(q.norm() * k.norm())
+        ax.quiver(0, 0, k[0], k[1], angles="xy", scale_units="xy", scale=1, color=color, width=0.009)
+        ax.annotate(f"{name}\nq·k = {dot:.1f}, cos = {cos:.2f}", k.tolist(), textcoords="offset points",
+                    xytext=(6, -4 if k[1] >= 0 else -26), fontsize=9, color=color)
+        reach = max(reach, float(k.abs().max()))
+    lim = reach * 1.35
+    ax.set_xlim(-lim, lim)
+    ax.set_ylim(-lim, lim)
+    ax.set_aspect("equal")
+    ax.axhline(0, color="grey", lw=0.6)
+    ax.axvline(0, color="grey", lw=0.6)
+    ax.grid(alpha=0.3)
+    ax.set_xlabel("第 1 维")
+    ax.set_ylabel("第 2 维")
+    ax.set_title(title)
+
+
+def matrix_heatmap(ax, matrix, row_labels: Sequence[str] | None = None, col_labels: Sequence[str] | None = None,
+                   title: str = "", xlabel: str = "键位置 s", ylabel: str = "查询位置 t",
+                   highlight: tuple[int, int] | None = None, highlight_row: int | None = None,
+                   annotate: bool = True, fmt: str = "{:.1f}", colorbar: bool = True, fontsize: int = 8):
+    """A labelled matrix on a diverging colour scale centred at 0 (red > 0, blue < 0).
+
+    ``highlight=(t, s)`` frames one cell, ``highlight_row=t`` frames a whole row.
+    """
+    m = _as_tensor(matrix)
+    rows, cols = m.shape
+    lim = float(m.abs().max()) or 1.0
+    image = ax.imshow(m, cmap="RdBu_r", vmin=-lim, vmax=lim)
+    ax.set_title(title)
+    ax.set_xlabel(xlabel)
+    ax.set_ylabel(ylabel)
+    ax.set_xticks(range(cols), col_labels if col_labels is not None else range(cols))
+    ax.set_yticks(range(rows), row_labels if row_labels is not None else range(rows))
+    if col_labels is not None and max(len(str(c)) for c in col_labels) > 2:
+        ax.tick_params(axis="x", labelrotation=45)
+    if annotate:
+        for t in range(rows):
+            for s in range(cols):
+                value = float(m[t, s])
+                ax.text(s, t, fmt.format(value), ha="center", va="center", fontsize=fontsize,
+                        color="white" if abs(value) > 0.6 * lim else "black")
+    if highlight is not None:
+        t, s = highlight
+        ax.add_patch(Rectangle((s - 0.5, t - 0.5), 1, 1, fill=False, ec="gold", lw=3))
+    if highlight_row is not None:
+        ax.add_patch(Rectangle((-0.5, highlight_row - 0.5), cols, 1, fill=False, ec="gold", lw=3))
+    if colorbar:
+        ax.figure.colorbar(image, ax=ax, fraction=0.046, pad=0.04)
+    return image
+
+
+def draw_query_row(scores, tokens: Sequence[str], t: int, title: str = ""):
+    """Left: the whole [T, T] score table with row t framed. Right: row t as bars, its maximum in orange."""
+    s = _as_tensor(scores)
+    fig, (ax_left, ax_right) = plt.subplots(1, 2, figsize=(11, 4.2), gridspec_kw={"width_ratios": [1, 1.15]})
+    matrix_heatmap(ax_left, s, tokens, tokens, title="分数表 S（金框 = 所选查询的那一行）",
+                   highlight_row=t, annotate=False)
+    row = s[t]
+    bars(ax_right, row, title=f"查询“{tokens[t]}”对每个键的分数 S[{t}, s]", xlabel="键 token（位置 s）",
+         ylabel="分数 q_t · k_s", ylim=None)
+    best = int(row.argmax())
+    for i, patch in enumerate(ax_right.patches):
+        patch.set_color("#ff7f0e" if i == best else "#4C72B0")
+    ax_right.set_xticks(range(len(tokens)), tokens)
+    ax_right.axhline(0, color="grey", lw=0.8)
+    low, high = float(row.min()), float(row.max())
+    pad = 0.15 * max(high - low, 1.0)
+    ax_right.set_ylim(min(low, 0.0) - pad, max(high, 0.0) + pad)
+    if title:
+        fig.suptitle(title)
+    fig.tight_layout()
+    return fig
