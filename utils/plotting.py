@@ -46,7 +46,7 @@ def heatmap(ax, matrix, title: str = "", xlabel: str = "键位置 s", ylabel: st
             labels: Sequence[str] | None = None, annotate: bool | None = None,
             cmap: str = "viridis", vmin: float | None = 0.0, vmax: float | None = None):
     """Draw a [Tq, Tk] matrix (e.g. attention weights) with the query on the vertical axis."""
-    m = matrix.detach().float().cpu() if hasattr(matrix, "detach") else matrix
+    m = matrix.detach().float().cpu().numpy() if hasattr(matrix, "detach") else matrix
     image = ax.imshow(m, cmap=cmap, vmin=vmin, vmax=vmax)
     ax.set_title(title)
     ax.set_xlabel(xlabel)
@@ -86,7 +86,7 @@ def heatmaps(matrices: Sequence, titles: Sequence[str], suptitle: str = "", ncol
 
 def bars(ax, values, title: str = "", xlabel: str = "位置", ylabel: str = "概率", ylim=(0, 1)):
     """A probability vector as bars, with each value printed on its bar."""
-    v = values.detach().float().cpu() if hasattr(values, "detach") else values
+    v = values.detach().float().cpu().numpy() if hasattr(values, "detach") else values
     positions = range(len(v))
     ax.bar(positions, v, color="#4C72B0")
     ax.set_title(title)

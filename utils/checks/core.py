@@ -129,7 +129,7 @@ def expect(got, want: torch.Tensor, what: str, misconceptions: Sequence[tuple[st
     for code, wrong in misconceptions:
         wrong = wrong() if callable(wrong) else wrong
         if wrong is not None and close(got, wrong, atol, rtol):
-            raise CheckError(code, f"{what} 与“{describe(code)[0].rstrip('。')}”时的结果一致。")
+            raise CheckError(code, f"{what}，与下面这个误区算出的结果完全一致。")
     got = require_tensor(got, what)
     if got.shape != want.shape:
         raise CheckError("wrong-shape", f"{what} 的形状应为 {tuple(want.shape)}，实际是 {tuple(got.shape)}。")

@@ -6,7 +6,6 @@ import math
 import torch
 import torch.nn as nn
 
-from .codes import describe
 from .core import CheckError, call, call_pure, check, close, crash_hint, expect, randn, require_tensor
 
 # (batch dims, Tq, Tk, D, Dv): Tq != Tk and D != Dv expose swapped roles and the wrong scale.
@@ -80,7 +79,7 @@ def _diagnose_pair(out, weights, want_out, want_weights, items, what):
     for code, pair in items:
         wrong_out, wrong_weights = pair()
         if close(weights, wrong_weights) or (close(out, wrong_out) and not close(out, want_out)):
-            raise CheckError(code, f"{what}：结果与“{describe(code)[0].rstrip('。')}”时一致。")
+            raise CheckError(code, f"{what}：结果与下面这个误区算出的完全一致。")
     expect(weights, want_weights, f"{what}的注意力权重")
     expect(out, want_out, f"{what}的输出")
 
