@@ -47,5 +47,5 @@ def load(variant: Variant):
 
 
 def all_variants() -> list[Variant]:
-    from . import s00, s01, s02, s03
-    return [v for module in (s00, s01, s02, s03) for v in module.VARIANTS]
+    from . import s00, s01, s02, s03, s04, s05
+    return [v for module in (s00, s01, s02, s03, s04, s05) for v in module.VARIANTS]

@@ -9,6 +9,9 @@ from .s00 import check_tensor_shape_quiz
 from .s01 import check_attention_scores, check_project_qkv
 from .s02 import check_dot_product_variance, check_scaled_attention_scores, check_softmax, check_softmax_jacobian
 from .s03 import check_attention, check_Head
+from .s04 import check_causal_mask, check_combine_masks, check_is_causal, check_masked_softmax, check_padding_mask
+from .s05 import (check_CausalSelfAttention, check_copy_heads_into, check_merge_heads, check_MultiHeadAttention,
+                  check_split_heads)
 
 __all__ = [
     "CheckError", "mine_or_reference",
@@ -16,4 +19,7 @@ __all__ = [
     "check_project_qkv", "check_attention_scores",
     "check_dot_product_variance", "check_scaled_attention_scores", "check_softmax", "check_softmax_jacobian",
     "check_attention", "check_Head",
+    "check_causal_mask", "check_padding_mask", "check_combine_masks", "check_masked_softmax", "check_is_causal",
+    "check_MultiHeadAttention", "check_split_heads", "check_merge_heads", "check_CausalSelfAttention",
+    "check_copy_heads_into",
 ]

@@ -141,17 +141,13 @@ def expect(got, want: torch.Tensor, what: str, misconceptions: Sequence[tuple[st
                               f"实际是 {got[worst].item():.5g}（最大误差 {diff.max().item():.3g}）。")
 
 
-def expect_unchanged(before: Sequence[torch.Tensor], after: Sequence[torch.Tensor]) -> None:
-    for b, a in zip(before, after):
-        if not torch.equal(b, a):
-            raise CheckError("modified-input", "调用之后，输入张量的值被改变了。")
-
-
-def call_pure(candidate: Callable, *tensors: torch.Tensor, **kwargs):
-    """Call with tensor arguments and fail with [modified-input] if any of them changed."""
+def call_pure(candidate: Callable, *args, **kwargs):
+    """Call learner code and fail with [modified-input] if any tensor argument changed."""
+    tensors = [a for a in args if isinstance(a, torch.Tensor)]
     before = [t.clone() for t in tensors]
-    out = call(candidate, *tensors, **kwargs)
-    expect_unchanged(before, tensors)
+    out = call(candidate, *args, **kwargs)
+    if any(not torch.equal(b, a) for b, a in zip(before, tensors)):
+        raise CheckError("modified-input", "调用之后，输入张量的值被改变了。")
     return out
 
 

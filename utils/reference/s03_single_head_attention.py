@@ -10,21 +10,24 @@ __all__ = ['attention', 'Head']
 
 
 def attention(q, k, v, mask=None):
-    """Scaled dot-product attention.
+    """Scaled dot-product attention: softmax(q kᵀ / √D) v.
 
     q: (..., Tq, D), k: (..., Tk, D), v: (..., Tk, Dv); mask: bool, broadcastable to
     (..., Tq, Tk), True = may attend. Returns (out (..., Tq, Dv), weights (..., Tq, Tk)).
     """
-    scores = q @ k.transpose(-2, -1) / math.sqrt(q.size(-1))  # (..., Tq, Tk)
+    scores = q @ k.transpose(-2, -1) / math.sqrt(q.size(-1))  # (..., Tq, D) @ (..., D, Tk) -> (..., Tq, Tk)
     if mask is not None:
-        scores = scores.masked_fill(~mask, float("-inf"))     # hidden keys get -inf
-    weights = F.softmax(scores, dim=-1)                        # (..., Tq, Tk), rows sum to 1
-    out = weights @ v                                          # (..., Tq, Dv)
+        scores = scores.masked_fill(~mask, float("-inf"))     # hidden keys get -inf -> weight exactly 0
+    weights = F.softmax(scores, dim=-1)                        # (..., Tq, Tk), each row sums to 1
+    out = weights @ v                                          # (..., Tq, Tk) @ (..., Tk, Dv) -> (..., Tq, Dv)
     return out, weights
 
 
 class Head(nn.Module):
-    """One head of causal self-attention (the seed's src/models/attention.py)."""
+    """One head of causal self-attention (the seed's src/models/attention.py).
+
+    x: (B, T, n_embed) -> (B, T, head_size); position t attends to positions 0..t only.
+    """
 
     def __init__(self, head_size, n_embed, context_length):
         super().__init__()
@@ -41,6 +44,6 @@ class Head(nn.Module):
         v = self.value(x)  # (B, T, head_size)
         scale_factor = 1 / math.sqrt(k.size(-1))
         attn_weights = q @ k.transpose(-2, -1) * scale_factor  # (B, T, hs) @ (B, hs, T) -> (B, T, T)
-        attn_weights = attn_weights.masked_fill(self.tril[:T, :T] == 0, float("-inf"))
+        attn_weights = attn_weights.masked_fill(self.tril[:T, :T] == 0, float("-inf"))  # future -> -inf
         attn_weights = F.softmax(attn_weights, dim=-1)          # (B, T, T)
         return attn_weights @ v                                  # (B, T, T) @ (B, T, hs) -> (B, T, hs)

@@ -1,0 +1,211 @@
+"""Checks of section 04_masks: causal_mask, padding_mask, combine_masks, masked_softmax, is_causal."""
+from __future__ import annotations
+
+import torch
+from torch.overrides import TorchFunctionMode
+
+from .core import CheckError, call, call_pure, check, close, expect, randn, require_tensor
+
+NEG_INF = float("-inf")
+
+
+def _true_causal(T: int) -> torch.Tensor:
+    return torch.ones(T, T, dtype=torch.bool).tril()                       # (T, T)
+
+
+def _require_bool(mask, what: str) -> torch.Tensor:
+    mask = require_tensor(mask, what)
+    if mask.dtype != torch.bool:
+        raise CheckError("mask-not-bool", f"{what} 的 dtype 应为 torch.bool，实际是 {mask.dtype}。")
+    return mask
+
+
+# --- causal_mask ------------------------------------------------------------------------------
+
+@check("causal_mask")
+def check_causal_mask(candidate, extended: bool = False, seed: int = 0) -> None:
+    for T in (4, 1, 7) + ((2, 16, 33) if extended else ()):
+        got = call(candidate, T)
+        want = _true_causal(T)
+        if isinstance(got, torch.Tensor) and got.dtype != torch.bool and got.shape == want.shape:
+            raise CheckError("mask-not-bool", f"T={T} 时掩码的 dtype 是 {got.dtype}，应为 torch.bool（True = 可以看）。")
+        expect(got, want, f"T={T} 时的因果掩码", [
+            ("mask-reversed", ~want), ("mask-diagonal-excluded", want.tril(-1)),
+            ("mask-reversed", want.triu()), ("mask-reversed", want.triu(1))])
+    _check_device_is_used(candidate)
+
+
+class _DeviceRecorder(TorchFunctionMode):
+    """Records whether any torch call received the device object we passed in."""
+
+    def __init__(self, device: torch.device):
+        super().__init__()
+        self.device, self.used = device, False
+
+    def __torch_function__(self, func, types, args=(), kwargs=None):
+        kwargs = kwargs or {}
+        self.used |= any(a is self.device for a in (*args, *kwargs.values()))
+        return func(*args, **kwargs)
+
+
+def _check_device_is_used(candidate) -> None:
+    """Without a GPU we cannot build on another device, so we check the device reaches torch."""
+    device = torch.device("cpu")
+    recorder = _DeviceRecorder(device)
+    with recorder:
+        got = call(candidate, 5, device=device)
+    if not recorder.used or not isinstance(got, torch.Tensor) or got.device != device:
+        raise CheckError("ignores-device", "causal_mask(5, device=...) 没有把 device 传给创建张量的函数。")
+
+
+# --- padding_mask -----------------------------------------------------------------------------
+
+@check("padding_mask")
+def check_padding_mask(candidate, extended: bool = False, seed: int = 0) -> None:
+    cases = [([3, 5, 1], 5), ([4], 6), ([2, 2], 2)] + ([([7, 1, 4, 6], 7), ([1], 1)] if extended else [])
+    for lengths_list, T in cases:
+        lengths = torch.tensor(lengths_list)
+        got = call_pure(candidate, lengths, T)
+        positions = torch.arange(T)                                           # (T,)
+        want = positions[None, :] < lengths[:, None]                          # (B, T)
+        if isinstance(got, torch.Tensor) and got.dtype != torch.bool and got.shape == want.shape:
+            raise CheckError("mask-not-bool", f"padding 掩码的 dtype 是 {got.dtype}，应为 torch.bool。")
+        left = positions[None, :] >= (T - lengths)[:, None]
+        expect(got, want, f"lengths={lengths_list}, T={T} 时的 padding 掩码", [
+            ("mask-reversed", ~want), ("padding-off-by-one", positions[None, :] <= lengths[:, None]),
+            ("padding-off-by-one", positions[None, :] < (lengths - 1)[:, None]), ("padding-left", left)])
+
+
+# --- combine_masks ----------------------------------------------------------------------------
+
+@check("combine_masks")
+def check_combine_masks(candidate, extended: bool = False, seed: int = 0) -> None:
+    cases = [([3, 5, 1], 5), ([2, 4], 4)] + ([([6, 1, 3], 6), ([1], 1)] if extended else [])
+    for lengths_list, T in cases:
+        causal = _true_causal(T)                                              # (T, T)
+        key_padding = torch.arange(T)[None, :] < torch.tensor(lengths_list)[:, None]  # (B, T)
+        got = call_pure(candidate, causal, key_padding)
+        want = (causal[None, :, :] & key_padding[:, None, :])[:, None]     # (B, 1, T, T)
+        what = f"lengths={lengths_list}, T={T} 时的组合掩码"
+        if isinstance(got, torch.Tensor) and got.dtype != torch.bool and got.numel() == want.numel():
+            raise CheckError("mask-not-bool", f"{what}的 dtype 是 {got.dtype}，应为 torch.bool。")
+        query_axis = (causal[None] & key_padding[:, :, None])[:, None]
+        expect(got, want, what, [
+            ("mask-not-broadcastable", want[:, 0]), ("padding-on-query-axis", query_axis),
+            ("padding-on-query-axis", query_axis[:, 0]), ("mask-combined-with-or", (causal[None] | key_padding[:, None, :])[:, None]),
+            ("mask-combined-with-or", causal[None] | key_padding[:, None, :])])
+
+
+# --- masked_softmax ---------------------------------------------------------------------------
+
+def _mask_with_empty_row(batch, T, S, seed) -> torch.Tensor:
+    g = torch.Generator().manual_seed(seed)
+    mask = torch.rand(*batch, T, S, generator=g) > 0.5                      # (..., T, S)
+    mask[..., 0, :] = False                                                  # a fully masked row
+    mask[..., 1, :] = True                                                   # a fully visible row
+    return mask
+
+
+def _reference_masked_softmax(scores, mask):
+    filled = scores.float().masked_fill(~mask, NEG_INF)
+    weights = torch.softmax(filled, dim=-1).nan_to_num(0.0)
+    return weights.to(scores.dtype)
+
+
+@check("masked_softmax")
+def check_masked_softmax(candidate, extended: bool = False, seed: int = 0) -> None:
+    shapes = [((2,), 4, 5), ((2, 3), 3, 3)] + ([((1,), 6, 2), ((), 5, 7)] if extended else [])
+    for i, (batch, T, S) in enumerate(shapes):
+        scores = randn(*batch, T, S, seed=seed + i, scale=2.0)
+        mask = _mask_with_empty_row(batch, T, S, seed + i)
+        got = call_pure(candidate, scores, mask)
+        want = _reference_masked_softmax(scores, mask)
+        what = f"scores {tuple(scores.shape)}（第 0 行全被屏蔽）"
+        plain = torch.softmax(scores.masked_fill(~mask, NEG_INF), -1)
+        expect(got, want, what, [
+            ("nan-on-fully-masked", plain),
+            ("fully-masked-uniform", torch.softmax(scores.masked_fill(~mask, -1e9), -1)),
+            ("mask-after-softmax", torch.softmax(scores, -1) * mask),
+            ("mask-reversed", torch.softmax(scores.masked_fill(mask, NEG_INF), -1).nan_to_num(0.0)),
+            ("mask-fill-zero", torch.softmax(scores.masked_fill(~mask, 0.0), -1))])
+        if not bool((got[~mask] == 0).all()):
+            raise CheckError("wrong", f"{what}：被屏蔽的位置应当恰好是 0。")
+    _check_broadcast_and_gradient(candidate, seed)
+    _check_low_precision(candidate, seed)
+
+
+def _check_broadcast_and_gradient(candidate, seed: int) -> None:
+    scores = randn(2, 3, 4, 4, seed=seed + 50).requires_grad_()              # (B, H, T, T)
+    mask = _true_causal(4)                                                   # (T, T) broadcasts
+    got = require_tensor(call(candidate, scores, mask), "masked_softmax 的输出")
+    expect(got.detach(), _reference_masked_softmax(scores.detach(), mask), "mask 形状 (T, T)、scores 形状 (B, H, T, T) 时")
+    empty = torch.zeros(4, dtype=torch.bool)                                 # every key hidden
+    got = require_tensor(call(candidate, scores, empty), "masked_softmax 的输出")
+    upstream = randn(*got.shape, seed=seed + 51)
+    (got * upstream).sum().backward()
+    if scores.grad is None or not torch.isfinite(scores.grad).all():
+        raise CheckError("nan-gradient", "所有键都被屏蔽时，对 scores 的梯度含 NaN（或没有梯度）。")
+
+
+def _check_low_precision(candidate, seed: int) -> None:
+    for dtype in (torch.float16, torch.bfloat16):
+        scores = randn(2, 3, 6, seed=seed + 60, scale=4.0).to(dtype)
+        mask = _mask_with_empty_row((2,), 3, 6, seed + 60)
+        got = require_tensor(call_pure(candidate, scores, mask), "masked_softmax 的输出")
+        if got.dtype != dtype:
+            raise CheckError("dtype-not-preserved", f"输入是 {dtype} 时输出是 {got.dtype}。")
+        want = _reference_masked_softmax(scores, mask)
+        if not close(got.float(), want.float(), atol=1e-2, rtol=1e-2):
+            expect(got.float(), want.float(), f"{dtype} 输入时的结果", atol=1e-2, rtol=1e-2)
+
+
+# --- is_causal --------------------------------------------------------------------------------
+
+def _causal_attention(x: torch.Tensor) -> torch.Tensor:
+    T = x.size(-2)
+    scores = x @ x.transpose(-2, -1) / x.size(-1) ** 0.5                     # (B, T, T)
+    scores = scores.masked_fill(~_true_causal(T), NEG_INF)
+    return torch.softmax(scores, -1) @ x                                     # (B, T, C)
+
+
+def _attention_with_mask(x: torch.Tensor, allowed: torch.Tensor) -> torch.Tensor:
+    scores = (x @ x.transpose(-2, -1)).masked_fill(~allowed, NEG_INF)       # (B, T, T)
+    return torch.softmax(scores, -1).nan_to_num(0.0) @ x
+
+
+def _leak(x: torch.Tensor, src: int, dst: int) -> torch.Tensor:
+    out = x.cumsum(-2)                                                       # causal part
+    out[:, dst] = out[:, dst] + 0.01 * x[:, src]                             # one small leak
+    return out
+
+
+def causal_examples(T: int):
+    """(description, fn, is it causal?) — the functions the learner's is_causal must judge."""
+    mid, early = T // 2, 1
+    return [
+        ("因果注意力", _causal_attention, True),
+        ("前缀和 cumsum", lambda x: x.cumsum(-2), True),
+        ("逐位置的线性层", lambda x: x[..., : max(1, x.size(-1) // 2)] * 2.0, True),
+        ("只看过去和自己的一维卷积", lambda x: x + torch.roll(x, 1, dims=-2) * (torch.arange(x.size(-2)) > 0)[:, None], True),
+        ("严格只看过去（对角线也屏蔽）", lambda x: _attention_with_mask(x, _true_causal(x.size(-2)).tril(-1)), True),
+        ("掩码方向反了的注意力", lambda x: _attention_with_mask(x, ~_true_causal(x.size(-2)).tril(-1)), False),
+        ("对角线偏了一格、能看到下一个 token 的注意力", lambda x: _attention_with_mask(x, torch.ones(x.size(-2), x.size(-2), dtype=torch.bool).tril(1)), False),
+        ("反向前缀和（从后往前累加）", lambda x: x.flip(-2).cumsum(-2).flip(-2), False),
+        (f"只有位置 {mid} 偷看了最后一个位置", lambda x: _leak(x, x.size(-2) - 1, mid), False),
+        (f"只有位置 {early} 偷看了位置 {early + 1}", lambda x: _leak(x, early + 1, early), False),
+    ]
+
+
+@check("is_causal")
+def check_is_causal(candidate, extended: bool = False, seed: int = 0) -> None:
+    settings = [(8, 16), (5, 3)] + ([(12, 4), (3, 8)] if extended else [])
+    for T, C in settings:
+        for description, fn, causal in causal_examples(T):
+            verdict = call(candidate, fn, T=T, C=C)
+            if isinstance(verdict, torch.Tensor) and verdict.numel() == 1:
+                verdict = bool(verdict)
+            if not isinstance(verdict, bool):
+                raise CheckError("wrong-type", f"is_causal 应返回 True/False，实际得到 {type(verdict).__name__}。")
+            if verdict != causal:
+                code = "is-causal-false-alarm" if causal else "is-causal-missed-leak"
+                raise CheckError(code, f"T={T}, C={C}：对“{description}”判断为 {verdict}，应为 {causal}。")
