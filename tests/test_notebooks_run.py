@@ -8,7 +8,7 @@ from .conftest import SECTIONS, notebook_path
 from .notebook_runner import errors, execute, stream_text
 
 BUDGET_SECONDS = {"00_start_here": 30, "01_qkv_and_scores": 30, "02_scaling_and_softmax": 30,
-                  "03_single_head_attention": 30}
+                  "03_single_head_attention": 30, "04_masks": 45, "05_multi_head_attention": 45}
 
 
 def test_every_section_has_a_budget():

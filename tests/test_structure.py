@@ -22,6 +22,9 @@ CONTRACT = {
     "01_qkv_and_scores": ["project_qkv", "attention_scores"],
     "02_scaling_and_softmax": ["dot_product_variance", "scaled_attention_scores", "softmax", "softmax_jacobian"],
     "03_single_head_attention": ["attention", "Head"],
+    "04_masks": ["causal_mask", "padding_mask", "combine_masks", "masked_softmax", "is_causal"],
+    "05_multi_head_attention": ["MultiHeadAttention", "split_heads", "merge_heads", "CausalSelfAttention",
+                                "copy_heads_into"],
 }
 
 
