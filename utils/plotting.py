@@ -8,6 +8,7 @@ from pathlib import Path
 
 import matplotlib
 import matplotlib.pyplot as plt
+import numpy as np
 from matplotlib import font_manager
 
 # Families tried in order when the bundled font is missing (Windows, macOS, Linux).
@@ -44,26 +45,39 @@ def setup_chinese_font() -> str | None:
 
 def heatmap(ax, matrix, title: str = "", xlabel: str = "键位置 s", ylabel: str = "查询位置 t",
             labels: Sequence[str] | None = None, annotate: bool | None = None,
-            cmap: str = "viridis", vmin: float | None = 0.0, vmax: float | None = None):
-    """Draw a [Tq, Tk] matrix (e.g. attention weights) with the query on the vertical axis."""
-    m = matrix.detach().float().cpu().numpy() if hasattr(matrix, "detach") else matrix
-    image = ax.imshow(m, cmap=cmap, vmin=vmin, vmax=vmax)
+            cmap: str = "viridis", vmin: float | None = 0.0, vmax: float | None = None,
+            row_labels: Sequence[str] | None = None):
+    """Draw a [Tq, Tk] matrix (e.g. attention weights) with the query on the vertical axis.
+
+    ``labels`` name the columns (and the rows too, unless ``row_labels`` is given).
+    -inf / NaN cells (masked scores) are drawn grey and annotated "-∞" / "nan".
+    """
+    m = matrix.detach().float().cpu().numpy() if hasattr(matrix, "detach") else np.asarray(matrix, dtype=float)
+    colormap = plt.get_cmap(cmap).with_extremes(bad="#d9d9d9")
+    image = ax.imshow(np.ma.masked_invalid(m), cmap=colormap, vmin=vmin, vmax=vmax)
     ax.set_title(title)
     ax.set_xlabel(xlabel)
     ax.set_ylabel(ylabel)
     rows, cols = m.shape
-    if labels is not None:
-        ax.set_xticks(range(cols), labels[:cols])
-        ax.set_yticks(range(rows), labels[:rows])
+    ax.set_xticks(range(cols), labels[:cols] if labels is not None else range(cols))
+    row_labels = row_labels if row_labels is not None else labels
+    ax.set_yticks(range(rows), row_labels[:rows] if row_labels is not None else range(rows))
     if annotate is None:
         annotate = rows * cols <= 64
     if annotate:
+        finite = m[np.isfinite(m)]
+        top = vmax if vmax is not None else (finite.max() if finite.size else 1.0)
+        bottom = vmin if vmin is not None else (finite.min() if finite.size else 0.0)
+        middle = (top + bottom) / 2
         for t in range(rows):
             for s in range(cols):
                 value = float(m[t, s])
-                text = "-inf" if value == float("-inf") else f"{value:.2f}"
-                ax.text(s, t, text, ha="center", va="center", fontsize=8,
-                        color="white" if value < (vmax if vmax is not None else 0.5) * 0.6 else "black")
+                if not np.isfinite(value):
+                    ax.text(s, t, "nan" if np.isnan(value) else f"{value:.0f}".replace("inf", "∞"),
+                            ha="center", va="center", fontsize=8, color="black")
+                    continue
+                ax.text(s, t, f"{value:.2f}", ha="center", va="center", fontsize=8,
+                        color="white" if value < middle else "black")
     return image
 
 
@@ -89,10 +103,12 @@ def bars(ax, values, title: str = "", xlabel: str = "位置", ylabel: str = "概
     v = values.detach().float().cpu().numpy() if hasattr(values, "detach") else values
     positions = range(len(v))
     ax.bar(positions, v, color="#4C72B0")
+    ax.set_xticks(list(positions))
     ax.set_title(title)
     ax.set_xlabel(xlabel)
     ax.set_ylabel(ylabel)
     if ylim is not None:
         ax.set_ylim(*ylim)
     for x, value in zip(positions, v):
-        ax.text(x, float(value), f"{float(value):.2f}", ha="center", va="bottom", fontsize=8)
+        ax.text(x, float(value), f"{float(value):.2f}", ha="center",
+                va="bottom" if value >= 0 else "top", fontsize=8)

@@ -29,6 +29,10 @@ VARIANTS = [
         def project_qkv(x, w_q, w_k, w_v):
             return x @ w_q.T, x @ w_k.T, x @ w_v.T
     """),
+    wrong("project_qkv", "transposed-W-rectangular", "weights-transposed", """
+        def project_qkv(x, w_q, w_k, w_v):
+            return x @ w_q.t(), x @ w_k.t(), x @ w_v.t()
+    """),
     wrong("project_qkv", "k-v-swapped", "qkv-mixed-up", """
         def project_qkv(x, w_q, w_k, w_v):
             return x @ w_q, x @ w_v, x @ w_k

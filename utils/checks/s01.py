@@ -27,7 +27,8 @@ def check_project_qkv(candidate, extended: bool = False, seed: int = 0) -> None:
     for i, (batch, T, C, D) in enumerate(cases):
         x = randn(*batch, T, C, seed=seed + 10 * i)
         w_q, w_k, w_v = (randn(C, D, seed=seed + 10 * i + j) for j in (1, 2, 3))
-        q, k, v = _as_triple(call_pure(candidate, x, w_q, w_k, w_v), "project_qkv")
+        with crash_hint(candidate, {"weights-transposed": r"\.T\b|\.mT\b|\.t\(\)|F\.linear|transpose"}):
+            q, k, v = _as_triple(call_pure(candidate, x, w_q, w_k, w_v), "project_qkv")
         want = {"q": x @ w_q, "k": x @ w_k, "v": x @ w_v}  # (..., T, D) each
         for name, got in zip("qkv", (q, k, v)):
             wrong = [("weights-transposed", lambda w=w: x @ w.mT) for w in (w_q, w_k, w_v) if C == D]

@@ -1,6 +1,8 @@
 """Figures of section 00: the font check and the shape-tracking picture of one attention head."""
 from __future__ import annotations
 
+import unicodedata
+
 import matplotlib.pyplot as plt
 import torch
 from matplotlib.patches import FancyArrowPatch, Rectangle
@@ -31,15 +33,21 @@ def head_shapes(B: int, T: int, C: int, D: int) -> dict[str, tuple[int, ...]]:
             "scores": tuple(scores.shape), "weights": tuple(weights.shape), "out": tuple(out.shape)}
 
 
+def _pad(text: str, width: int) -> str:
+    """Left-align to a display width (a CJK character takes two columns)."""
+    shown = sum(2 if unicodedata.east_asian_width(ch) in "WF" else 1 for ch in text)
+    return text + " " * max(width - shown, 1)
+
+
 def print_shape_table(B: int, T: int, C: int, D: int) -> None:
     """The shape table: symbolic shape next to the shape torch actually produced."""
     shapes = head_shapes(B, T, C, D)
     symbolic = {"X": "[B, T, C]", "Q": "[B, T, D]", "K": "[B, T, D]", "V": "[B, T, D]",
                 "scores": "[B, T, T]", "weights": "[B, T, T]", "out": "[B, T, D]"}
     print(f"B={B}, T={T}, C={C}, D={D}")
-    print(f"{'张量':<8}{'符号形状':<12}{'torch 实测形状':<16}元素个数")
+    print(_pad("张量", 10) + _pad("符号形状", 12) + _pad("torch 实测形状", 16) + "元素个数")
     for name, shape in shapes.items():
-        print(f"{name:<10}{symbolic[name]:<16}{str(shape):<20}{torch.Size(shape).numel()}")
+        print(_pad(name, 10) + _pad(symbolic[name], 12) + _pad(str(shape), 16) + str(torch.Size(shape).numel()))
 
 
 _SHIFT = 0.35  # offset between the stacked layers of the batch dimension
@@ -69,7 +77,7 @@ def draw_head_shapes(B: int = 2, T: int = 5, C: int = 8, D: int = 4):
     col_letter = {"X": "C", "Q": "D", "scores": "T", "weights": "T", "out": "D"}
     depth_room = (min(B, _MAX_LAYERS) - 1) * _SHIFT
     spans = [shapes[k][2] + depth_room + 1.2 for k in keys]  # x range of each panel
-    fig, axes = plt.subplots(1, len(keys), figsize=(11, 3.8), gridspec_kw={"width_ratios": spans})
+    fig, axes = plt.subplots(1, len(keys), figsize=(11, 3.1), gridspec_kw={"width_ratios": spans})
     for ax, key, span, (name, symbolic, colour) in zip(axes, keys, spans, HEAD_TENSORS):
         depth, rows, cols = shapes[key]
         _draw_tensor(ax, rows, cols, depth, colour)
@@ -80,12 +88,12 @@ def draw_head_shapes(B: int = 2, T: int = 5, C: int = 8, D: int = 4):
         ax.set_yticks([])
         for spine in ax.spines.values():
             spine.set_visible(False)
-        ax.set_title(f"{name}\n{symbolic}\n= {list(shapes[key])}", fontsize=10)
+        ax.set_title(f"{name}\n{symbolic}\n= {list(shapes[key])}", fontsize=10, linespacing=1.35)
         ax.set_xlabel(col_letter[key], color="#1f3d7a", fontsize=11)
         ax.set_ylabel("T", color="#1f3d7a", fontsize=11, rotation=0, labelpad=8, va="center")
     fig.suptitle(f"一个注意力头里的形状追踪（B={B}, T={T}, C={C}, D={D}；每格一个数，叠几层就是 B）",
                  fontsize=11)
-    fig.subplots_adjust(left=0.03, right=0.99, top=0.66, bottom=0.1, wspace=0.9)
+    fig.subplots_adjust(left=0.03, right=0.99, top=0.72, bottom=0.08, wspace=0.9)
     for ax in axes:
         ax.apply_aspect()  # final positions, so the arrows land between the panels
     for left, right, step in zip(axes[:-1], axes[1:], HEAD_STEPS):

@@ -5,6 +5,7 @@ The notebook builds every tensor it shows; these helpers only draw them.
 """
 from __future__ import annotations
 
+import unicodedata
 from collections.abc import Sequence
 
 import matplotlib.pyplot as plt
@@ -18,21 +19,30 @@ def _as_tensor(m) -> torch.Tensor:
     return m.detach().float().cpu() if isinstance(m, torch.Tensor) else torch.as_tensor(m, dtype=torch.float32)
 
 
-def plot_vectors(ax, q, keys: dict[str, torch.Tensor], title: str = "") -> None:
-    """Draw a 2-D query and several 2-D keys from the origin; label each key with q·k and cos."""
+def plot_vectors(ax, q, keys: dict[str, torch.Tensor], title: str = "",
+                 label_offsets: dict[str, tuple[int, int]] | None = None) -> None:
+    """Draw a 2-D query and several 2-D keys from the origin; label each key with q·k and cos.
+
+    Longer arrows are drawn first, so collinear vectors stay visible. ``label_offsets`` moves a
+    label (in points) away from its arrow tip, keyed by name ("查询 q" for the query).
+    """
     q = _as_tensor(q)
+    offsets = {"查询 q": (-52, 8), **(label_offsets or {})}
     colors = ["#2ca02c", "#ff7f0e", "#d62728", "#9467bd", "#8c564b"]
-    ax.quiver(0, 0, q[0], q[1], angles="xy", scale_units="xy", scale=1, color="black", width=0.012)
-    ax.annotate("查询 q", q.tolist(), textcoords="offset points", xytext=(6, 6), fontsize=10)
-    reach = float(q.abs().max())
-    for (name, k), color in zip(keys.items(), colors):
-        k = _as_tensor(k)
-        dot = float(q @ k)
-        cos = dot / float(q.norm() * k.norm())
-        ax.quiver(0, 0, k[0], k[1], angles="xy", scale_units="xy", scale=1, color=color, width=0.009)
-        ax.annotate(f"{name}\nq·k = {dot:.1f}, cos = {cos:.2f}", k.tolist(), textcoords="offset points",
-                    xytext=(6, -4 if k[1] >= 0 else -26), fontsize=9, color=color)
-        reach = max(reach, float(k.abs().max()))
+    arrows = [("查询 q", q, "black", 0.011)]
+    arrows += [(name, _as_tensor(k), color, 0.009) for (name, k), color in zip(keys.items(), colors)]
+    for z, (name, v, color, width) in enumerate(sorted(arrows, key=lambda a: -float(a[1].norm()))):
+        ax.quiver(0, 0, v[0], v[1], angles="xy", scale_units="xy", scale=1, color=color, width=width, zorder=3 + z)
+    reach = 0.0
+    for name, v, color, _ in arrows:
+        if name == "查询 q":
+            text = "查询 q"
+        else:
+            dot = float(q @ v)
+            text = f"{name}\nq·k = {dot:.1f}, cos = {dot / float(q.norm() * v.norm()):.2f}"
+        ax.annotate(text, v.tolist(), textcoords="offset points", xytext=offsets.get(name, (6, -4)),
+                    fontsize=9 if name != "查询 q" else 10, color=color, zorder=20)
+        reach = max(reach, float(v.abs().max()))
     lim = reach * 1.35
     ax.set_xlim(-lim, lim)
     ax.set_ylim(-lim, lim)
@@ -43,6 +53,17 @@ def plot_vectors(ax, q, keys: dict[str, torch.Tensor], title: str = "") -> None:
     ax.set_xlabel("第 1 维")
     ax.set_ylabel("第 2 维")
     ax.set_title(title)
+
+
+def print_table(header: Sequence[str], rows: Sequence[Sequence[object]]) -> None:
+    """Print a right-aligned text table whose columns line up with Chinese text (width 2 per CJK char)."""
+    def width(text: str) -> int:
+        return sum(2 if unicodedata.east_asian_width(ch) in "WF" else 1 for ch in text)
+
+    cells = [[str(c) for c in header]] + [[str(c) for c in row] for row in rows]
+    widths = [max(width(row[i]) for row in cells) for i in range(len(header))]
+    for row in cells:
+        print("  ".join(" " * (w - width(c)) + c for c, w in zip(row, widths)))
 
 
 def matrix_heatmap(ax, matrix, row_labels: Sequence[str] | None = None, col_labels: Sequence[str] | None = None,
@@ -88,7 +109,7 @@ def draw_query_row(scores, tokens: Sequence[str], t: int, title: str = ""):
                    highlight_row=t, annotate=False)
     row = s[t]
     bars(ax_right, row, title=f"查询“{tokens[t]}”对每个键的分数 S[{t}, s]", xlabel="键 token（位置 s）",
-         ylabel="分数 q_t · k_s", ylim=None)
+         ylabel=r"分数 $q_t \cdot k_s$", ylim=None)
     best = int(row.argmax())
     for i, patch in enumerate(ax_right.patches):
         patch.set_color("#ff7f0e" if i == best else "#4C72B0")

@@ -20,13 +20,18 @@ def _t(m) -> torch.Tensor:
     return m.detach().float().cpu() if isinstance(m, torch.Tensor) else torch.as_tensor(m, dtype=torch.float32)
 
 
+def _positions(n: int) -> list[str]:
+    return [str(i) for i in range(n)]
+
+
 def masked_scores_heatmap(ax, masked, title: str = "掩码后的分数（灰色 = -inf）"):
     """Scores with -inf cells: finite ones on a colour scale, -inf ones grey and labelled."""
     m = _t(masked)
     finite = m[torch.isfinite(m)]
-    cmap = plt.get_cmap("viridis").with_extremes(under="#d0d0d0")
+    cmap = plt.get_cmap("viridis").with_extremes(under="#d0d0d0", bad="#d0d0d0")  # -inf is "bad"
     lo, hi = float(finite.min()), float(finite.max())
-    image = heatmap(ax, m, title, cmap=cmap, vmin=lo, vmax=hi if hi > lo else lo + 1)
+    image = heatmap(ax, m, title, cmap=cmap, vmin=lo, vmax=hi if hi > lo else lo + 1,
+                    labels=_positions(m.size(-1)))
     for text in ax.texts:  # grey -inf cells need dark text
         if text.get_text() == "-inf":
             text.set_color("black")
@@ -40,7 +45,7 @@ def plot_walkthrough(masked, weights, suptitle: str = ""):
     size = 2.6 + 0.35 * T
     fig, axes = plt.subplots(1, 3, figsize=(3 * size, size), gridspec_kw={"width_ratios": [1, 1, 0.9]})
     masked_scores_heatmap(axes[0], masked, "第二步：掩码后的分数\n（灰色格子 = -inf）")
-    heatmap(axes[1], weights, "第三步：注意力权重\n（按行 softmax）", vmin=0.0, vmax=1.0)
+    heatmap(axes[1], weights, "第三步：注意力权重\n（按行 softmax）", vmin=0.0, vmax=1.0, labels=_positions(T))
     bars(axes[2], weights.sum(-1), "每行权重之和", xlabel="查询位置 t", ylabel="行和", ylim=(0, 1.2))
     if suptitle:
         fig.suptitle(suptitle)
@@ -59,11 +64,12 @@ def plot_weighted_average(v, out, weights, title: str = "每个输出都是 valu
             w = float(weights[t, s])
             if w > 0:
                 ax.plot([out[t, 0], v[s, 0]], [out[t, 1], v[s, 1]], color=color, lw=0.5 + 3 * w, alpha=0.45)
-        ax.scatter(out[t, 0], out[t, 1], marker="*", s=220, color=color, edgecolor="black", zorder=3,
-                   label=f"out_{t}（用到 v_0…v_{t}）")
-    ax.scatter(v[:, 0], v[:, 1], s=70, color="white", edgecolor="black", zorder=4)
+        used = "只用到 v_0，与它重合" if t == 0 else f"用到 v_0…v_{t}"
+        ax.scatter(out[t, 0], out[t, 1], marker="*", s=220, color=color, edgecolor="black", zorder=5,
+                   label=f"out_{t}（{used}）")
+    ax.scatter(v[:, 0], v[:, 1], s=260, facecolor="none", edgecolor="black", lw=1.2, zorder=4)
     for s in range(T):
-        ax.annotate(f"v_{s}", v[s].tolist(), textcoords="offset points", xytext=(7, 5), fontsize=11)
+        ax.annotate(f"v_{s}", v[s].tolist(), textcoords="offset points", xytext=(9, 6), fontsize=11)
     ax.set_xlabel("第 1 维")
     ax.set_ylabel("第 2 维")
     ax.set_title(title)
@@ -79,8 +85,8 @@ def plot_healthy_vs_saturated(w_healthy, w_saturated, titles: Sequence[str]):
     w_healthy, w_saturated = _t(w_healthy), _t(w_saturated)
     T = w_healthy.size(-1)
     fig, axes = plt.subplots(1, 3, figsize=(12.5, 4.0), gridspec_kw={"width_ratios": [1, 1, 1.15]})
-    heatmap(axes[0], w_healthy, titles[0], vmin=0.0, vmax=1.0)
-    heatmap(axes[1], w_saturated, titles[1], vmin=0.0, vmax=1.0)
+    heatmap(axes[0], w_healthy, titles[0], vmin=0.0, vmax=1.0, labels=_positions(T))
+    heatmap(axes[1], w_saturated, titles[1], vmin=0.0, vmax=1.0, labels=_positions(T))
     rows = torch.arange(T, dtype=torch.float32)
     width = 0.38
     for shift, w, label, color in [(-width / 2, w_healthy, "健康", "#4C72B0"), (width / 2, w_saturated, "饱和", "#C44E52")]:
@@ -105,7 +111,7 @@ def draw_weights(weights, title: str):
     T = weights.size(-1)
     size = min(2.2 + 0.42 * T, 6.0)
     fig, ax = plt.subplots(figsize=(size + 1.0, size))
-    image = heatmap(ax, weights, title, vmin=0.0, vmax=1.0)
+    image = heatmap(ax, weights, title, vmin=0.0, vmax=1.0, labels=_positions(T))
     fig.colorbar(image, ax=ax, fraction=0.046, pad=0.04, label="注意力权重")
     fig.tight_layout()
     return fig
@@ -135,22 +141,28 @@ def plot_future_perturbation(delta_causal, delta_full, t0: int):
 
 
 def plot_attribution(weights, contribution, ablation, labels: Sequence[str]):
-    """Three views of how much each key s matters to one query: weight, ‖A v‖, ablation effect."""
-    fig, axes = plt.subplots(1, 3, figsize=(12, 3.3))
-    panels = [(weights, "注意力权重 A_{t,s}", "权重"),
-              (contribution, "贡献大小 ‖A_{t,s} v_s‖", "范数"),
-              (ablation, "删掉键 s 后输出的变化", "‖out_t − out_t^(−s)‖")]
+    """Three views of how much each key s matters to one query: weight, ‖A v‖, ablation effect.
+
+    The most-attended key is red in every panel; each panel's own largest bar is marked.
+    """
+    weights = _t(weights)
+    focus = int(weights.argmax())
+    fig, axes = plt.subplots(1, 3, figsize=(12, 3.4))
+    panels = [(weights, r"注意力权重 $A_{t,s}$", "权重"),
+              (_t(contribution), r"贡献大小 $\Vert A_{t,s}\,v_s \Vert$", "范数"),
+              (_t(ablation), r"屏蔽键 s 后输出的变化", r"$\Vert \mathrm{out}_t - \mathrm{out}_t^{(-s)} \Vert$")]
     for ax, (values, title, ylabel) in zip(axes, panels):
-        values = _t(values)
         best = int(values.argmax())
-        colors = ["#C44E52" if s == best else "#4C72B0" for s in range(values.numel())]
+        colors = ["#C44E52" if s == focus else "#4C72B0" for s in range(values.numel())]
         ax.bar(range(values.numel()), values, color=colors)
         for s, value in enumerate(values):
-            ax.text(s, float(value), f"{float(value):.2f}", ha="center", va="bottom", fontsize=7)
-        ax.set_ylim(0, float(values.max()) * 1.2)
+            mark = "\n▼最大" if s == best else ""
+            ax.text(s, float(value), f"{float(value):.2f}{mark}", ha="center", va="bottom", fontsize=7)
+        ax.set_ylim(0, float(values.max()) * 1.3)
         ax.set_xticks(range(values.numel()), labels)
         ax.set_xlabel("键位置 s")
         ax.set_ylabel(ylabel)
-        ax.set_title(title + "（红 = 最大）")
+        ax.set_title(title)
+    fig.suptitle(f"红色 = 注意力权重最大的键（s={focus}）：按另外两种度量，它还是最重要的吗？", fontsize=11)
     fig.tight_layout()
     return fig
