@@ -4,6 +4,7 @@ output against the output each known misconception would give on the same input.
 """
 from __future__ import annotations
 
+import builtins
 import contextlib
 import functools
 import inspect
@@ -20,6 +21,32 @@ from .codes import describe
 
 _PACKAGE_DIR = Path(__file__).resolve().parents[1]
 _PASSED: dict[str, object] = {}  # name -> the candidate that last passed its check
+
+
+def _callables(namespace, names=None) -> dict[str, object]:
+    return {name: value for name, value in vars(namespace).items()
+            if callable(value) and not isinstance(value, type(builtins)) and (names is None or name in names)}
+
+
+# What the checks rely on, as it was when the course package was imported (before any
+# learner code ran). A check refuses to run on a patched torch.allclose, print, …
+# (Only some builtins: IPython legitimately swaps input/exit/quit for every cell.)
+_WATCHED = {"torch": torch, "torch.Tensor": torch.Tensor, "torch.nn.functional": torch.nn.functional,
+            "torch.testing": torch.testing, "builtins": builtins}
+_WATCHED_BUILTINS = {"print", "isinstance", "len", "float", "int", "bool", "abs", "max", "min", "sum", "any",
+                     "all", "range", "zip", "enumerate", "getattr", "hasattr", "callable", "type", "repr", "str"}
+_ORIGINALS = {prefix: _callables(ns, _WATCHED_BUILTINS if prefix == "builtins" else None)
+              for prefix, ns in _WATCHED.items()}
+
+
+def _tampered() -> str | None:
+    """The first watched function that was replaced since import, if any."""
+    for prefix, namespace in _WATCHED.items():
+        current = vars(namespace)
+        for name, original in _ORIGINALS[prefix].items():
+            if current.get(name, original) is not original:
+                return f"{prefix}.{name}"
+    return None
 
 
 class CheckError(AssertionError):
@@ -80,6 +107,9 @@ def check(name: str):
             start = time.perf_counter()
             if candidate is None:
                 raise CheckError("not-implemented", f"{name} 还没有定义（先运行定义它的单元格）。")
+            replaced = _tampered()
+            if replaced:
+                raise CheckError("tampered", f"检测到 {replaced} 被替换了，检查无法可信地运行。")
             with torch.random.fork_rng(devices=[]):
                 fn(candidate, *args, **kwargs)
             _PASSED[name] = candidate

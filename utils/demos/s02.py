@@ -35,10 +35,10 @@ def plot_std_vs_dim(dims: Sequence[int], std_raw: Sequence[float], std_sqrt: Seq
     """Measured std of the scores vs D on log–log axes, with the √D reference line."""
     fig, ax = plt.subplots(figsize=(6.4, 4.2))
     dims = list(dims)
-    ax.plot(dims, [math.sqrt(d) for d in dims], "k--", lw=1, label="参考线 √D（推导）")
     ax.plot(dims, std_raw, "o-", color=SCALE_COLORS["none"], label="不缩放：std(q·k)")
     ax.plot(dims, std_sqrt, "s-", color=SCALE_COLORS["sqrt"], label="除以 √D：std(q·k/√D)")
     ax.plot(dims, std_by_d, "^-", color=SCALE_COLORS["D"], label="除以 D：std(q·k/D)")
+    ax.plot(dims, [math.sqrt(d) for d in dims], "k--", lw=1.2, zorder=3, label="参考线 √D（推导）")
     ax.axhline(1.0, color="gray", lw=0.8, alpha=0.6)
     ax.set_xscale("log", base=2)
     ax.set_yscale("log", base=2)
@@ -109,18 +109,20 @@ def plot_gradient_collapse(scales: Sequence[float], stats: dict[str, list[float]
     ax1.plot(scales, stats["max_weight"], "o-", ms=3, color="#C44E52", label="平均最大权重")
     ax1.plot(scales, [h / math.log(n_keys) for h in stats["entropy"]], "s-", ms=3, color="#4C72B0",
              label="平均熵 / ln n（1 = 均匀，0 = one-hot）")
-    ax1.axhline(1 / n_keys, color="gray", ls=":", lw=1)
+    ax1.axhline(1 / n_keys, color="gray", ls=":", lw=1, label="均匀分布的权重 1/n")
     ax1.set_xscale("log")
-    ax1.set_ylim(0, 1.05)
+    ax1.set_ylim(0, 1.38)                 # head room for the legend above the curves
+    ax1.set_yticks([0, 0.2, 0.4, 0.6, 0.8, 1.0])
     ax1.set_xlabel("分数的尺度 c（分数 = c × 方差为 1 的随机数，对数轴）")
     ax1.set_ylabel("比例")
     ax1.set_title(f"softmax 随尺度 c 变尖（每行 n={n_keys} 个键）")
-    ax1.legend(fontsize=9, loc="center left")
+    ax1.legend(fontsize=8.5, loc="upper center")
 
-    ax2.plot(scales, stats["jac_median"], "o-", ms=3, color="#4C72B0", label="‖J‖_F（各行中位数）")
-    ax2.plot(scales, stats["jac_mean"], "o--", ms=3, color="#4C72B0", alpha=0.55, label="‖J‖_F（各行平均）")
-    ax2.plot(scales, stats["grad_median"], "s-", ms=3, color="#DD8452", label="‖∂L/∂z‖（各行中位数）")
-    ax2.plot(scales, stats["grad_mean"], "s--", ms=3, color="#DD8452", alpha=0.55, label="‖∂L/∂z‖（各行平均）")
+    jac, grad = r"$\Vert J \Vert_F$", r"$\Vert \partial L / \partial z \Vert$"
+    ax2.plot(scales, stats["jac_median"], "o-", ms=3, color="#4C72B0", label=f"{jac}（各行中位数）")
+    ax2.plot(scales, stats["jac_mean"], "o--", ms=3, color="#4C72B0", alpha=0.55, label=f"{jac}（各行平均）")
+    ax2.plot(scales, stats["grad_median"], "s-", ms=3, color="#DD8452", label=f"{grad}（各行中位数）")
+    ax2.plot(scales, stats["grad_mean"], "s--", ms=3, color="#DD8452", alpha=0.55, label=f"{grad}（各行平均）")
     ax2.set_xscale("log")
     ax2.set_yscale("log")
     ax2.set_ylim(bottom=1e-12)
@@ -129,10 +131,12 @@ def plot_gradient_collapse(scales: Sequence[float], stats: dict[str, list[float]
     ax2.set_title("饱和之后，传回分数的梯度坍缩到 0")
     ax2.legend(fontsize=8, loc="lower left")
     for ax in (ax1, ax2):
-        for text, c in marks.items():
+        for c in marks.values():
             ax.axvline(c, color="gray", lw=0.8, ls="--")
-            ax.text(c, 0.98, text, rotation=90, va="top", ha="right", fontsize=8, color="dimgray",
-                    transform=ax.get_xaxis_transform())
+        top = ax.secondary_xaxis("top")      # name the marked scales above the plot, off the curves
+        top.set_xticks(list(marks.values()), list(marks.keys()), fontsize=8)
+        top.tick_params(length=0)
+        top.xaxis.set_minor_locator(plt.NullLocator())
         ax.grid(True, alpha=0.3)
     fig.tight_layout()
     return fig
