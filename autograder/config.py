@@ -22,6 +22,28 @@ def configure(c, course_root: str | None = None) -> None:
     c.Execute.shutdown_kernel = "immediate"
     # A deleted test cell is put back and run, instead of silently skipping its points.
     c.OverwriteCells.add_missing_cells = True
+    c.Autograde.sanitize_preprocessors = [
+        "nbgrader.preprocessors.ClearOutput",
+        "autograder.preprocessors.DeduplicateGradeIds",
+        "nbgrader.preprocessors.OverwriteKernelspec",
+        "nbgrader.preprocessors.OverwriteCells",
+        "nbgrader.preprocessors.CheckCellMetadata",
+    ]
+    # Execution that survives a killed or hung kernel, then the integrity scan (see
+    # autograder/preprocessors.py); otherwise nbgrader's own autograde pipeline.
+    c.Autograde.autograde_preprocessors = [
+        "autograder.preprocessors.ResilientExecute",
+        "autograder.preprocessors.IntegrityCheck",
+        "nbgrader.preprocessors.IgnorePattern",
+        "nbconvert.preprocessors.ClearMetadataPreprocessor",
+        "nbgrader.preprocessors.LimitOutput",
+        "nbgrader.preprocessors.SaveAutoGrades",
+        "nbgrader.preprocessors.AssignLatePenalties",
+        "nbgrader.preprocessors.CheckCellMetadata",
+    ]
+    # A Python warning on stderr would otherwise score a passing test cell 0.
+    c.IgnorePattern.enabled = True
+    c.IgnorePattern.pattern = r":\d+: \w*Warning: "
     # Feedback must not show the hidden tests.
     c.GenerateFeedback.preprocessors = [
         "nbgrader.preprocessors.GetGrades",

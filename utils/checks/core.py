@@ -9,6 +9,7 @@ import contextlib
 import functools
 import inspect
 import re
+import sys
 import time
 import traceback
 import warnings
@@ -69,6 +70,23 @@ class CheckError(AssertionError):
                 f"   提示：{self.hint}"]
 
 
+def _explain_name_error(shell, etype, value, tb, tb_offset=None):
+    """IPython hook: a NameError in a notebook says, in Chinese, what usually causes it."""
+    shell.showtraceback((etype, value, tb), tb_offset=tb_offset)
+    name = getattr(value, "name", None) or str(value)
+    print(f"💡 {name!s} 还没有定义：先运行定义它的单元格；如果那个单元格报错了，先修好它。")
+    return None
+
+
+def install_notebook_hooks() -> None:
+    """Called once on import inside IPython/Jupyter; does nothing elsewhere."""
+    try:
+        shell = get_ipython()  # noqa: F821  (defined inside IPython only)
+    except NameError:
+        return
+    shell.set_custom_exc((NameError,), _explain_name_error)
+
+
 def _learner_line(err: BaseException) -> str:
     """The innermost frame of the traceback that is not course or library code."""
     frames = [f for f in traceback.extract_tb(err.__traceback__)
@@ -86,7 +104,9 @@ def call(candidate: Callable, *args, **kwargs):
     Warnings are silenced (a warning on stderr would cost points in nbgrader).
     """
     try:
-        with warnings.catch_warnings():
+        # stderr output in a graded cell costs the cell its points in nbgrader: a warning or a
+        # debug print of a correct solution must not, so both go to stdout / nowhere.
+        with warnings.catch_warnings(), contextlib.redirect_stderr(sys.stdout):
             warnings.simplefilter("ignore")
             return candidate(*args, **kwargs)
     except CheckError:

@@ -1,0 +1,150 @@
+"""Broken and hostile submissions graded in one run with good ones: the run completes, every
+other student's grades are intact, and each affected student's feedback says why in Chinese."""
+from __future__ import annotations
+
+import copy
+import json
+import sys
+
+import pytest
+
+from autograder import grade
+
+from .conftest import load_notebook
+from .nbgrader_course import Course, slim, with_solution
+
+SECTION = "01_qkv_and_scores"
+FULL = {"test_project_qkv": 1, "test_project_qkv_hidden": 2, "test_attention_scores": 1,
+        "test_attention_scores_hidden": 2}
+PROJECT_ZERO = {**FULL, "test_project_qkv": 0, "test_project_qkv_hidden": 0}
+SCORES_ZERO = {**FULL, "test_attention_scores": 0, "test_attention_scores_hidden": 0}
+ALL_ZERO = dict.fromkeys(FULL, 0)
+
+GOOD_PROJECT = "def project_qkv(x, w_q, w_k, w_v):\n    return x @ w_q, x @ w_k, x @ w_v"
+WRONG_PROJECT = "def project_qkv(x, w_q, w_k, w_v):\n    return x @ w_q.T, x @ w_k.T, x @ w_v.T"
+GOOD_SCORES = "def attention_scores(q, k):\n    return q @ k.transpose(-2, -1)"
+WRONG_SCORES = "def attention_scores(q, k):\n    return k @ q.transpose(-2, -1)"
+
+
+def good(release: dict) -> dict:
+    return with_solution(with_solution(slim(release), "project_qkv", GOOD_PROJECT), "attention_scores", GOOD_SCORES)
+
+
+def cells_by_id(nb: dict) -> dict[str, dict]:
+    return {c["metadata"].get("nbgrader", {}).get("grade_id"): c for c in nb["cells"]}
+
+
+def change(nb: dict, **solutions: str) -> dict:
+    for name, source in solutions.items():
+        nb = with_solution(nb, name, source)
+    return nb
+
+
+def without(nb: dict, grade_id: str) -> dict:
+    nb = copy.deepcopy(nb)
+    nb["cells"] = [c for c in nb["cells"] if c["metadata"].get("nbgrader", {}).get("grade_id") != grade_id]
+    return nb
+
+
+def edited(nb: dict, grade_id: str, **fields) -> dict:
+    nb = copy.deepcopy(nb)
+    cells_by_id(nb)[grade_id].update(fields)
+    return nb
+
+
+def as_markdown(nb: dict, grade_id: str) -> dict:
+    """What JupyterLab saves when a cell's type is switched to Markdown."""
+    nb = copy.deepcopy(nb)
+    cell = cells_by_id(nb)[grade_id]
+    cell["cell_type"] = "markdown"
+    cell.pop("outputs")
+    cell.pop("execution_count")
+    return nb
+
+
+def duplicated_and_split(nb: dict) -> dict:
+    nb = copy.deepcopy(nb)
+    cells = nb["cells"]
+    i = cells.index(cells_by_id(nb)["attention_scores"])
+    cells.insert(i + 1, copy.deepcopy(cells[i]))                                  # duplicated solution cell
+    j = cells.index(cells_by_id(nb)["project_qkv"])
+    helper = {"cell_type": "code", "metadata": {}, "outputs": [], "execution_count": None,
+              "source": "def _project(x, w):\n    return x @ w"}
+    cells[j]["source"] = ("def project_qkv(x, w_q, w_k, w_v):\n"
+                          "    return _project(x, w_q), _project(x, w_k), _project(x, w_v)")
+    cells.insert(j, helper)                                                        # a solution split in two
+    return nb
+
+
+def cases(release: dict) -> dict[str, tuple[object, dict, str]]:
+    """student -> (the submission: notebook dict, text or None, expected scores, feedback must contain)."""
+    g = good(release)
+    return {
+        "good": (g, FULL, "✅"),
+        "exception": (change(g, project_qkv="1 / 0\n" + GOOD_PROJECT), PROJECT_ZERO, "还没有定义"),
+        "infinite-loop": (change(g, project_qkv="def project_qkv(x, w_q, w_k, w_v):\n    while True:\n        pass"),
+                          PROJECT_ZERO, "[timeout]"),
+        "memory-hog": (change(g, project_qkv="def project_qkv(x, w_q, w_k, w_v):\n"
+                                              "    hog = [torch.ones(10**9) for _ in range(100)]  # 400 GB if nothing stops it\n"
+                                              "    return x @ w_q, x @ w_k, x @ w_v"), PROJECT_ZERO, "[crashed]"),
+        "os-exit": (change(g, project_qkv="import os\nos._exit(1)\n" + GOOD_PROJECT), PROJECT_ZERO, "[kernel-died]"),
+        "sys-exit": (change(g, attention_scores="import sys\nsys.exit()\n" + GOOD_SCORES), SCORES_ZERO, "SystemExit"),
+        "deleted-test": (without(g, "test_attention_scores"), FULL, "✅"),
+        "edited-test": (edited(change(g, attention_scores=WRONG_SCORES), "test_attention_scores",
+                               source='print("✅ attention_scores 通过全部检查")'), SCORES_ZERO, "[qk-swapped]"),
+        "type-changed": (as_markdown(change(g, attention_scores=WRONG_SCORES), "test_attention_scores"),
+                         SCORES_ZERO, "[qk-swapped]"),
+        "duplicated-split": (duplicated_and_split(g), FULL, "✅"),
+        "invalid-json": ("{ this is not json", ALL_ZERO, "无法被自动评分"),
+        "truncated": (json.dumps(g)[: len(json.dumps(g)) // 2], ALL_ZERO, "无法被自动评分"),
+        "missing": (None, ALL_ZERO, "文件不存在"),
+        "huge-output": (change(g, project_qkv="for i in range(200_000):\n    print(i)\n" + GOOD_PROJECT), FULL, "✅"),
+        "stderr-warnings": (change(g, project_qkv="import sys, warnings\nprint('debug', file=sys.stderr)\n"
+                                                  "def project_qkv(x, w_q, w_k, w_v):\n"
+                                                  "    warnings.warn('a harmless warning')\n"
+                                                  "    print('debug', file=sys.stderr)\n"
+                                                  "    return x @ w_q, x @ w_k, x @ w_v"), FULL, "✅"),
+        "patch-allclose": (change(g, project_qkv=WRONG_PROJECT + "\ntorch.allclose = lambda *a, **k: True"),
+                           ALL_ZERO, "[tampered]"),
+        "patch-assert-close": (change(g, project_qkv=WRONG_PROJECT + "\ntorch.testing.assert_close = lambda *a, **k: None"),
+                               ALL_ZERO, "[tampered]"),
+        "patch-print": (change(g, project_qkv=WRONG_PROJECT + "\nimport builtins\nbuiltins.print = lambda *a, **k: None"),
+                        ALL_ZERO, "[tampered]"),
+        "patch-check": (change(g, project_qkv=WRONG_PROJECT + "\ndef check_project_qkv(f):\n    print('✅')"),
+                        ALL_ZERO, "[tampered]"),
+        "uses-reference": (change(g, project_qkv="from utils.reference import project_qkv"), PROJECT_ZERO,
+                           "[uses-reference]"),
+    }
+
+
+def submit_raw(course: Course, student: str, submission) -> None:
+    if isinstance(submission, dict):
+        course.submit(student, SECTION, submission)
+        return
+    folder = course.root / "submitted" / student / SECTION
+    folder.mkdir(parents=True)
+    if submission is None:
+        (folder / "notes.txt").write_text("I renamed my notebook, sorry", encoding="utf-8")
+    else:
+        (folder / f"{SECTION}.ipynb").write_text(submission, encoding="utf-8")
+
+
+@pytest.mark.slow
+def test_bad_submissions_cost_only_their_own_points(tmp_path, monkeypatch):
+    course = Course.create(tmp_path, [SECTION])
+    plan = cases(course.release_notebook(SECTION))
+    for student, (submission, _, _) in plan.items():
+        submit_raw(course, student, submission)
+    monkeypatch.chdir(course.root)
+    monkeypatch.setattr(sys, "argv", ["grade"])
+    assert grade.main([SECTION, "--jobs", "2", "--memory-mb", "3000", "--cell-timeout", "8"]) == 0
+    course.nbgrader("generate_feedback", SECTION)
+
+    scores = course.scores(SECTION)
+    for student, (_, expected, marker) in plan.items():
+        got = {g: scores[student][g] for g in FULL}
+        assert got == expected, f"{student}: {got}"
+        assert marker in course.feedback_html(student, SECTION), f"{student}: feedback lacks {marker!r}"
+    assert (course.root / "submitted" / "invalid-json" / SECTION / f"{SECTION}.ipynb.broken").exists()
+    reference_solution = load_notebook("solutions", SECTION)
+    assert reference_solution  # the source notebook was not touched by grading
