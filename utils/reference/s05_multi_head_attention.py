@@ -13,7 +13,10 @@ from utils.reference import Head  # the single head of section 03
 
 
 class MultiHeadAttention(nn.Module):
-    """The seed's loop version: n_head independent Heads, concatenated, then an output projection."""
+    """The seed's loop version: n_head independent Heads, concatenated, then an output projection.
+
+    x: (B, T, n_embed) -> (B, T, n_embed); each head has width n_embed // n_head and is causal.
+    """
 
     def __init__(self, n_embed, n_head, context_length):
         super().__init__()
@@ -40,7 +43,10 @@ def merge_heads(x):
 
 
 class CausalSelfAttention(nn.Module):
-    """All heads at once: one fused qkv projection, [B, H, T, Dh] tensors, no loop over heads."""
+    """All heads at once: one fused qkv projection, [B, H, T, Dh] tensors, no loop over heads.
+
+    x: (B, T, n_embed) -> (B, T, n_embed); qkv's output is [q | k | v], each n_embed wide.
+    """
 
     def __init__(self, n_embed, n_head, context_length):
         super().__init__()
@@ -53,16 +59,20 @@ class CausalSelfAttention(nn.Module):
     def forward(self, x):
         B, T, C = x.shape
         q, k, v = self.qkv(x).split(C, dim=-1)                           # 3 × (B, T, C)
-        q, k, v = split_heads(q, self.n_head), split_heads(k, self.n_head), split_heads(v, self.n_head)
+        q, k, v = split_heads(q, self.n_head), split_heads(k, self.n_head), split_heads(v, self.n_head)  # (B, H, T, Dh)
         scores = q @ k.transpose(-2, -1) / math.sqrt(q.size(-1))        # (B, H, T, T), scale 1/√Dh
-        scores = scores.masked_fill(~self.tril[:T, :T], float("-inf"))
+        scores = scores.masked_fill(~self.tril[:T, :T], float("-inf"))  # (T, T) mask broadcast over B, H
         weights = F.softmax(scores, dim=-1)                              # (B, H, T, T)
         y = merge_heads(weights @ v)                                     # (B, H, T, Dh) -> (B, T, C)
         return self.proj(y)                                              # (B, T, C)
 
 
 def copy_heads_into(looped, fused):
-    """Copy a MultiHeadAttention's weights into a CausalSelfAttention so both compute the same; return fused."""
+    """Copy a MultiHeadAttention's weights into a CausalSelfAttention so both compute the same; return fused.
+
+    fused.qkv.weight rows: [0, C) = q, [C, 2C) = k, [2C, 3C) = v; inside each block, rows
+    h·Dh … (h+1)·Dh - 1 are head h's (the channels split_heads gives to head h).
+    """
     with torch.no_grad():
         for i, name in enumerate(("query", "key", "value")):
             stacked = torch.cat([getattr(h, name).weight for h in looped.heads], dim=0)  # (C, C), head h = rows h·Dh…

@@ -1,0 +1,215 @@
+"""Figures of section 05_multi_head_attention: where each channel lands under three ways of
+splitting heads, loop vs vectorised vs SDPA timings, per-head attention maps of a tiny trained
+model (static grid and the widget's single map), the heads' role scores for two seeds, and the
+bytes of the [B, H, T, T] weight tensor vs T.
+
+The notebook computes every tensor and number it shows; these helpers only draw them.
+"""
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+
+import matplotlib.pyplot as plt
+import numpy as np
+import torch
+from matplotlib.colors import ListedColormap
+from matplotlib.patches import Rectangle
+
+from utils.plotting import heatmap
+
+HEAD_COLORS = ["#4C72B0", "#DD8452", "#55A868", "#C44E52", "#8172B2", "#937860", "#DA8BC3", "#8C8C8C"]
+LINE_COLORS = {"循环版": "#C44E52", "向量化版": "#4C72B0", "SDPA": "#55A868"}
+
+
+def _t(m) -> torch.Tensor:
+    return m.detach().float().cpu() if isinstance(m, torch.Tensor) else torch.as_tensor(m, dtype=torch.float32)
+
+
+# --- 1. which head gets which channel ----------------------------------------------------------
+
+def plot_head_layouts(layouts: Mapping[str, torch.Tensor], T: int, C: int):
+    """One panel per way of splitting: the [T, C] input grid, each cell coloured by the head it
+    lands in and labelled with the row t' it lands on inside that head.
+
+    Every tensor in ``layouts`` is the split of ``arange(T*C).reshape(1, T, C)``, shape
+    [1, H, T, Dh]; since the values name their place, value v came from token v // C, channel v % C.
+    """
+    n = len(layouts)
+    fig, axes = plt.subplots(n, 1, figsize=(0.78 * C + 1.6, n * (0.62 * T + 1.05)), squeeze=False)
+    for ax, (title, split) in zip(axes[:, 0], layouts.items()):
+        split = split[0].long()                                            # (H, T, Dh)
+        H = split.size(0)
+        head_of = torch.empty(T, C, dtype=torch.long)
+        row_of = torch.empty(T, C, dtype=torch.long)
+        for h in range(H):
+            for t_new in range(split.size(1)):
+                for value in split[h, t_new].tolist():
+                    head_of[value // C, value % C] = h
+                    row_of[value // C, value % C] = t_new
+        ax.imshow(head_of.numpy(), cmap=ListedColormap(HEAD_COLORS[:H]), vmin=-0.5, vmax=H - 0.5)
+        for t in range(T):
+            for c in range(C):
+                ax.text(c, t, f"头{int(head_of[t, c])}\n行{int(row_of[t, c])}", ha="center",
+                        va="center", fontsize=8, color="white")
+                if int(row_of[t, c]) != t:  # landed on another row: frame it
+                    ax.add_patch(Rectangle((c - 0.44, t - 0.44), 0.88, 0.88, fill=False, ec="#d62728", lw=2.2))
+        ax.set_xticks(range(C))
+        ax.set_yticks(range(T))
+        ax.set_xticks(np.arange(-0.5, C, 1), minor=True)
+        ax.set_yticks(np.arange(-0.5, T, 1), minor=True)
+        ax.grid(which="minor", color="white", lw=1.5)
+        ax.tick_params(which="minor", length=0)
+        ax.set_xlabel("通道 c（x 的最后一维）")
+        ax.set_ylabel("token 位置 t")
+        ax.set_title(title, fontsize=10)
+    fig.suptitle("输入 x[0, t, c] 的每一格被分到了哪个头、落在该头的第几行\n（红框 = 落到了别的行：行号不等于原来的 token 位置 t）", fontsize=11)
+    fig.tight_layout()
+    return fig
+
+
+# --- 2. timings ----------------------------------------------------------------------------------
+
+def plot_timings(Ts: Sequence[int], times: Mapping[str, Sequence[float]], title: str):
+    """Left: median forward time (ms) vs T on log–log axes; right: the two speed ratios vs T."""
+    Ts = list(Ts)
+    fig, axes = plt.subplots(1, 2, figsize=(11.5, 4.2))
+    ax = axes[0]
+    for label, seconds in times.items():
+        ax.plot(Ts, [1e3 * s for s in seconds], "o-", color=LINE_COLORS.get(label), label=label)
+    ax.set_xscale("log", base=2)
+    ax.set_yscale("log")
+    ax.set_xticks(Ts, [str(T) for T in Ts])
+    ax.set_xlabel("序列长度 T（对数轴）")
+    ax.set_ylabel("一次前向的中位数时间 / ms（对数轴）")
+    ax.set_title(title, fontsize=10)
+    ax.grid(True, which="both", alpha=0.3)
+    ax.legend()
+
+    ax = axes[1]
+    loop, vec, sdpa = (np.array(times[k]) for k in ("循环版", "向量化版", "SDPA"))
+    ax.plot(Ts, loop / vec, "o-", color=LINE_COLORS["循环版"], label="循环版时间 ÷ 向量化版时间")
+    ax.plot(Ts, vec / sdpa, "s-", color=LINE_COLORS["SDPA"], label="向量化版时间 ÷ SDPA 时间")
+    for x, r in zip(Ts, loop / vec):
+        ax.annotate(f"{r:.1f}×", (x, r), textcoords="offset points", xytext=(0, 7), ha="center", fontsize=8,
+                    color=LINE_COLORS["循环版"])
+    for x, r in zip(Ts, vec / sdpa):
+        ax.annotate(f"{r:.1f}×", (x, r), textcoords="offset points", xytext=(0, -14), ha="center", fontsize=8,
+                    color=LINE_COLORS["SDPA"])
+    ax.axhline(1.0, color="grey", lw=1, ls="--")
+    ax.text(Ts[0], 1.0, " 1×：一样快", va="bottom", fontsize=8, color="grey")
+    ax.set_xscale("log", base=2)
+    ax.set_yscale("log")
+    ax.set_xticks(Ts, [str(T) for T in Ts])
+    ax.set_xlabel("序列长度 T（对数轴）")
+    ax.set_ylabel("时间之比（> 1 表示后者更快）")
+    ax.set_title("谁比谁快多少（本机实测）", fontsize=10)
+    ax.grid(True, which="both", alpha=0.3)
+    ax.legend(fontsize=8)
+    fig.tight_layout()
+    return fig
+
+
+# --- 3. per-head attention maps ------------------------------------------------------------------
+
+def _token_labels(tokens) -> list[str]:
+    return [str(int(t)) for t in tokens]
+
+
+def plot_heads_grid(rows: Mapping[str, torch.Tensor], tokens, head_titles: Mapping[str, Sequence[str]],
+                    suptitle: str):
+    """One row of H weight heatmaps per model (e.g. before / after training), one sequence.
+
+    ``rows`` maps a row label to weights [H, T, T]; ``head_titles`` gives a title per head.
+    """
+    labels = _token_labels(tokens)
+    H = next(iter(rows.values())).size(0)
+    fig, axes = plt.subplots(len(rows), H, figsize=(2.9 * H, 3.45 * len(rows)), squeeze=False)
+    for r, (row_label, weights) in enumerate(rows.items()):
+        for h in range(H):
+            ax = axes[r, h]
+            heatmap(ax, _t(weights[h]), head_titles[row_label][h], labels=labels, annotate=False,
+                    vmin=0.0, vmax=1.0, xlabel="键（token 值）", ylabel="查询（token 值）" if h == 0 else "")
+            ax.title.set_fontsize(9)
+            ax.tick_params(labelsize=6)
+            if h == 0:
+                ax.set_ylabel(f"{row_label}\n查询（token 值）")
+    fig.suptitle(suptitle, fontsize=11)
+    fig.tight_layout()
+    return fig
+
+
+def draw_head(weights, tokens, title: str, marks=None, mark_label: str = ""):
+    """One [T, T] weight heatmap with token values on the axes; optional dots on the cells of
+    the bool [T, T] ``marks`` (e.g. where the running maximum sits)."""
+    weights = _t(weights)
+    T = weights.size(-1)
+    fig, ax = plt.subplots(figsize=(6.2, 5.4))
+    image = heatmap(ax, weights, title, labels=_token_labels(tokens), annotate=False, vmin=0.0, vmax=1.0,
+                    xlabel="键：位置 s 上的 token 值", ylabel="查询：位置 t 上的 token 值")
+    if marks is not None:
+        t_idx, s_idx = torch.nonzero(torch.as_tensor(marks), as_tuple=True)
+        ax.scatter(s_idx, t_idx, s=14, facecolor="none", edgecolor="#ff4444", lw=1.0, label=mark_label)
+        ax.legend(loc="upper right", fontsize=8, framealpha=0.85)
+    ax.set_xlim(-0.5, T - 0.5)
+    ax.set_ylim(T - 0.5, -0.5)
+    fig.colorbar(image, ax=ax, fraction=0.046, pad=0.04, label="注意力权重")
+    fig.tight_layout()
+    return fig
+
+
+def plot_role_scores(scores: Mapping[str, torch.Tensor], role_names: Sequence[str]):
+    """One [roles, H] matrix of role scores per trained model, side by side."""
+    n = len(scores)
+    fig, axes = plt.subplots(1, n, figsize=(4.4 * n, 2.9), squeeze=False)
+    for ax, (title, m) in zip(axes[0], scores.items()):
+        m = _t(m)
+        image = ax.imshow(m.numpy(), cmap="viridis", vmin=0.0, vmax=1.0)
+        for r in range(m.size(0)):
+            for h in range(m.size(1)):
+                v = float(m[r, h])
+                ax.text(h, r, f"{v:.2f}", ha="center", va="center", fontsize=8,
+                        color="black" if v > 0.6 else "white")
+        ax.set_xticks(range(m.size(1)), [f"头{h}" for h in range(m.size(1))])
+        ax.set_yticks(range(m.size(0)), role_names)
+        ax.set_title(title, fontsize=10)
+    fig.colorbar(image, ax=list(axes[0]), fraction=0.03, pad=0.02, label="平均权重")
+    fig.suptitle("每个头的“角色得分”：同一个任务、只换随机种子", fontsize=11, y=1.02)
+    return fig
+
+
+# --- 4. memory of the [B, H, T, T] weights ------------------------------------------------------------
+
+def plot_weight_memory(Ts: Sequence[int], configs: Sequence[tuple[int, int, str]],
+                       nbytes: Callable[[int, int, int], int],
+                       references: Sequence[tuple[float, str]] = ()):
+    """Bytes of the [B, H, T, T] float32 weight tensor vs T (log–log) for several (B, H)."""
+    Ts = list(Ts)
+    fig, ax = plt.subplots(figsize=(7.6, 4.8))
+    for (B, H, label), color in zip(configs, HEAD_COLORS):
+        ax.plot(Ts, [nbytes(B, H, T) for T in Ts], "o-", ms=3.5, color=color, label=label)
+    for value, label in references:
+        ax.axhline(value, color="grey", lw=0.8, ls=":")
+        ax.text(Ts[0], value * 1.15, label, fontsize=8, color="dimgray")
+    # slope triangle: T x2 -> bytes x4 on the first curve
+    B, H, _ = configs[0]
+    T0 = Ts[len(Ts) // 2]
+    y0 = nbytes(B, H, T0)
+    ax.plot([T0, 2 * T0, 2 * T0], [y0, y0, 4 * y0], color="black", lw=1.2)
+    ax.text(1.42 * T0, y0 * 0.55, "T ×2", ha="center", fontsize=9)
+    ax.text(2.1 * T0, 2 * y0, "字节 ×4\n斜率 = 2", va="center", fontsize=9)
+    ax.set_xscale("log", base=2)
+    ax.set_yscale("log", base=2)
+    ticks = [T for T in Ts if (T & (T - 1)) == 0 and T >= Ts[0]][::2]
+    ax.set_xticks(ticks, [str(T) for T in ticks])
+    units = [(2 ** (10 * k + j), f"{2 ** j} {unit}") for k, unit in enumerate(["B", "KiB", "MiB", "GiB", "TiB"])
+             for j in (0, 5)]
+    lo, hi = nbytes(configs[0][0], configs[0][1], Ts[0]), max(nbytes(B, H, Ts[-1]) for B, H, _ in configs)
+    shown = [(v, s) for v, s in units if lo / 2 <= v <= hi * 2]
+    ax.set_yticks([v for v, _ in shown], [s for _, s in shown])
+    ax.set_xlabel("序列长度 T（对数轴）")
+    ax.set_ylabel("[B, H, T, T] 权重张量的大小（float32，对数轴）")
+    ax.set_title("注意力权重张量的显存：B·H·T²·4 字节（一层）")
+    ax.grid(True, which="major", alpha=0.3)
+    ax.legend(loc="upper left", fontsize=9)
+    fig.tight_layout()
+    return fig
