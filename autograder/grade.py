@@ -2,28 +2,33 @@
 
     python -m autograder.grade 01_qkv_and_scores              # all students in submitted/
     python -m autograder.grade 01_qkv_and_scores --jobs 2 --students alice,bob
-    python -m autograder.grade 01_qkv_and_scores --sequential  # plain `nbgrader autograde`, one process
+    python -m autograder.grade 01_qkv_and_scores --sequential  # plain `nbgrader autograde`, for comparison
 
-Each submission is graded by its own stock ``nbgrader autograde SECTION --student ID`` process
-(so results are exactly nbgrader's), ``--jobs`` of them at a time, each with a memory limit
-(RLIMIT_AS, inherited by its kernel) and a wall-clock limit. A submission nbgrader cannot
-read (invalid JSON, a truncated file, a missing notebook) is kept as ``*.broken`` and replaced
-by the released notebook with a Chinese note on top, so the student still gets a grade of 0
-and feedback that says why. SQLite is opened with a busy timeout so that concurrent writers
-wait for each other instead of failing. Run from the course root (where nbgrader_config.py is).
+``--jobs`` worker processes (default: one per core) each import nbgrader once and then run
+nbgrader's own autograde (``NbGraderAPI.autograde``, the same converter and configuration as
+``nbgrader autograde``) for one student after another, so results are exactly nbgrader's
+while the ~2 s start-up is paid once per worker, not once per student. Each worker runs under
+a memory limit (RLIMIT_AS, inherited by the kernels it starts); a submission that runs past
+the wall-clock limit gets its worker (and kernel) killed and replaced.
+
+Nothing is lost: a submission nbgrader cannot read (invalid JSON, truncated, missing) or fails
+on is kept as ``*.broken`` and replaced by the released notebook with a Chinese note on top,
+so the student still gets a grade (0) and feedback that says why. Run from the course root.
 """
 from __future__ import annotations
 
 import argparse
 import json
 import os
+import queue
 import resource
 import shutil
 import signal
 import subprocess
 import sys
+import threading
 import time
-from concurrent.futures import ThreadPoolExecutor, as_completed
+from collections import deque
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -39,12 +44,9 @@ BROKEN_NOTE = ("> ⚠️ **评分说明**：你提交的 `{name}` 无法被自�
 @dataclass(frozen=True)
 class Limits:
     jobs: int = os.cpu_count() or 1
-    memory_mb: int = 6144        # per submission, its kernel included (RLIMIT_AS)
-    wall_seconds: int = 900      # per submission
+    memory_mb: int = 6144            # per worker process and per kernel (RLIMIT_AS)
+    wall_seconds: int = 900          # per submission
     cell_seconds: int | None = None  # per cell; None keeps autograder/config.py's value
-
-    def nbgrader_args(self) -> list[str]:
-        return [f"--Execute.timeout={self.cell_seconds}"] if self.cell_seconds else []
 
 
 @dataclass
@@ -69,7 +71,7 @@ def child_env(jobs: int) -> dict[str, str]:
 
 def limit_memory(megabytes: int):
     def apply() -> None:
-        os.setsid()  # own process group: a timeout kills nbgrader and its kernel together
+        os.setsid()  # own process group: killing it takes the worker's kernel along
         limit = megabytes * 1024 * 1024
         resource.setrlimit(resource.RLIMIT_AS, (limit, limit))
     return apply
@@ -112,31 +114,6 @@ def _normalize_in_place(notebook: Path) -> str:
     return ""
 
 
-def grade_one(root: Path, section: str, student: str, limits: "Limits") -> Outcome:
-    """Autograde one submission; if nbgrader fails on it, grade the blank notebook with a note."""
-    start = time.perf_counter()
-    note = repair_unreadable(root, section, student)
-    ok, detail = run_autograde(root, section, student, limits)
-    if not ok:
-        note = replace_with_released(root, section, student, f"评分程序无法处理它：{detail}")
-        ok, detail = run_autograde(root, section, student, limits)
-    return Outcome(student, ok, time.perf_counter() - start, note if ok else detail)
-
-
-def run_autograde(root: Path, section: str, student: str, limits: "Limits") -> tuple[bool, str]:
-    cmd = nbgrader_cmd("autograde", section, f"--student={student}", "--force", *limits.nbgrader_args())
-    proc = subprocess.Popen(cmd, cwd=root, env=child_env(limits.jobs), stdout=subprocess.PIPE,
-                            stderr=subprocess.STDOUT, text=True, preexec_fn=limit_memory(limits.memory_mb))
-    try:
-        output, _ = proc.communicate(timeout=limits.wall_seconds)
-    except subprocess.TimeoutExpired:
-        os.killpg(proc.pid, signal.SIGKILL)
-        proc.communicate()
-        return False, f"超过 {limits.wall_seconds} 秒，已终止"
-    errors = [line for line in output.splitlines() if "Error" in line or "ERROR" in line]
-    return proc.returncode == 0, (errors[0] if errors else output.strip()[-200:])
-
-
 def progress(done: int, total: int, outcome: Outcome) -> None:
     width = 30
     filled = width * done // total
@@ -146,18 +123,128 @@ def progress(done: int, total: int, outcome: Outcome) -> None:
           f"({outcome.seconds:.1f} s){extra}", file=sys.stderr, flush=True)
 
 
-def students_of(root: Path, section: str) -> list[str]:
-    return sorted(p.name for p in (root / "submitted").glob("*") if (p / section).is_dir())
+# --- the worker process ----------------------------------------------------------------------
+
+def worker_main(section: str, cell_seconds: int | None) -> None:
+    """Grade the students named on stdin (one per line); answer one ``@@{json}`` line each."""
+    from nbgrader.apps import NbGraderAPI
+    from nbgrader.apps.autogradeapp import AutogradeApp
+
+    app = AutogradeApp()
+    app.initialize(["--log-level=WARN"])  # reads nbgrader_config.py exactly like the CLI
+    if cell_seconds:
+        app.config.Execute.timeout = cell_seconds
+    api = NbGraderAPI(config=app.config)
+    for line in sys.stdin:
+        student = line.strip()
+        result = api.autograde(section, student, force=True, create=True)
+        errors = [ln for ln in (result.get("error") or "").splitlines() if ln.strip()]
+        print("@@" + json.dumps({"student": student, "ok": bool(result["success"]),
+                                 "detail": errors[-1] if errors else ""}), flush=True)
+
+
+class Worker:
+    """A grading process, fed one student at a time; its answers arrive on ``events``."""
+
+    def __init__(self, root: Path, section: str, limits: Limits, events: queue.Queue):
+        cmd = [sys.executable, "-m", "autograder.grade", section, "--worker"]
+        if limits.cell_seconds:
+            cmd += ["--cell-timeout", str(limits.cell_seconds)]
+        self.proc = subprocess.Popen(cmd, cwd=root, env=child_env(limits.jobs), stdin=subprocess.PIPE,
+                                     stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True,
+                                     preexec_fn=limit_memory(limits.memory_mb))
+        self.student: str | None = None
+        self.since = 0.0
+        self.killed_for = ""
+        threading.Thread(target=self._read, args=(events,), daemon=True).start()
+
+    def _read(self, events: queue.Queue) -> None:
+        for line in self.proc.stdout:
+            if line.startswith("@@"):
+                events.put((self, json.loads(line[2:])))
+        events.put((self, None))  # the process ended
+
+    def assign(self, student: str) -> None:
+        self.student, self.since = student, time.perf_counter()
+        self.proc.stdin.write(student + "\n")
+        self.proc.stdin.flush()
+
+    def kill_if_overdue(self, wall_seconds: int) -> None:
+        if self.student and not self.killed_for and time.perf_counter() - self.since > wall_seconds:
+            self.killed_for = f"超过 {wall_seconds} 秒，已终止"
+            os.killpg(self.proc.pid, signal.SIGKILL)
+
+    def close(self) -> None:
+        self.proc.stdin.close()
+        self.proc.wait()
+
+
+# --- the scheduler ----------------------------------------------------------------------------
+
+class Grading:
+    """Hand students to workers; a failed student is graded once more as the blank notebook."""
+
+    def __init__(self, root: Path, section: str, students: list[str], limits: Limits):
+        self.root, self.section, self.limits = root, section, limits
+        self.notes = {s: repair_unreadable(root, section, s) for s in students}
+        self.pending = deque(students)
+        self.retried: set[str] = set()
+        self.outcomes: dict[str, Outcome] = {}
+        self.total = len(students)
+        self.events: queue.Queue = queue.Queue()
+        self.workers = [self._spawn() for _ in range(min(limits.jobs, len(students)))]
+
+    def _spawn(self) -> Worker:
+        return Worker(self.root, self.section, self.limits, self.events)
+
+    def run(self) -> list[Outcome]:
+        while len(self.outcomes) < self.total:
+            for worker in self.workers:
+                if worker.student is None and self.pending:
+                    worker.assign(self.pending.popleft())
+            try:
+                worker, answer = self.events.get(timeout=1)
+            except queue.Empty:
+                for worker in self.workers:
+                    worker.kill_if_overdue(self.limits.wall_seconds)
+                continue
+            self._handle(worker, answer)
+        for worker in self.workers:
+            worker.close()
+        return sorted(self.outcomes.values(), key=lambda o: o.student)
+
+    def _handle(self, worker: Worker, answer: dict | None) -> None:
+        student, seconds = worker.student, time.perf_counter() - worker.since
+        if answer is None:  # the worker died (killed when overdue, or crashed): replace it
+            self.workers[self.workers.index(worker)] = self._spawn()
+            if student is not None:
+                self._failed(student, worker.killed_for or "评分进程意外退出", seconds)
+            return
+        worker.student = None
+        if answer["ok"]:
+            self._finish(Outcome(student, True, seconds, self.notes[student]))
+        else:
+            self._failed(student, answer["detail"], seconds)
+
+    def _failed(self, student: str, detail: str, seconds: float) -> None:
+        if student in self.retried:
+            self._finish(Outcome(student, False, seconds, detail))
+            return
+        self.retried.add(student)
+        self.notes[student] = replace_with_released(self.root, self.section, student, f"评分程序无法处理它：{detail}")
+        self.pending.appendleft(student)
+
+    def _finish(self, outcome: Outcome) -> None:
+        self.outcomes[outcome.student] = outcome
+        progress(len(self.outcomes), self.total, outcome)
 
 
 def grade_section(root: Path, section: str, students: list[str], limits: Limits) -> list[Outcome]:
-    outcomes = []
-    with ThreadPoolExecutor(max_workers=limits.jobs) as pool:
-        futures = [pool.submit(grade_one, root, section, s, limits) for s in students]
-        for done, future in enumerate(as_completed(futures), start=1):
-            outcomes.append(future.result())
-            progress(done, len(students), outcomes[-1])
-    return sorted(outcomes, key=lambda o: o.student)
+    return Grading(root, section, students, limits).run()
+
+
+def students_of(root: Path, section: str) -> list[str]:
+    return sorted(p.name for p in (root / "submitted").glob("*") if (p / section).is_dir())
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -169,7 +256,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--timeout", type=int, default=900, help="每份提交的总时间上限（秒）")
     parser.add_argument("--cell-timeout", type=int, help="每个单元格的时间上限（秒，默认见 autograder/config.py）")
     parser.add_argument("--sequential", action="store_true", help="用一个 nbgrader 进程依次批改（对照用）")
+    parser.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
+    if args.worker:
+        worker_main(args.section, args.cell_timeout)
+        return 0
     root = Path.cwd()
     students = args.students.split(",") if args.students else students_of(root, args.section)
     if not students:

@@ -21,22 +21,42 @@ def make_course(tmp_path, submission_text: str | None):
     return folder / f"{SECTION}.ipynb"
 
 
+class FakeWorker:
+    """Stands in for a grading process: answers each student from a script."""
+    script: list[dict] = []
+
+    def __init__(self, root, section, limits, events):
+        self.events, self.student, self.since, self.killed_for = events, None, 0.0, ""
+
+    def assign(self, student):
+        self.student = student
+        self.events.put((self, {"student": student, **FakeWorker.script.pop(0)}))
+
+    def kill_if_overdue(self, wall_seconds):
+        pass
+
+    def close(self):
+        pass
+
+
 def test_nbgrader_failure_falls_back_to_the_blank_notebook_with_a_note(tmp_path, monkeypatch):
     released = (ROOT / "notebooks" / SECTION / f"{SECTION}.ipynb").read_text(encoding="utf-8")
     notebook = make_course(tmp_path, released)
-    answers = iter([(False, "[AutogradeApp | ERROR] KeyError: 'grade_id'"), (True, "")])
-    calls = []
-
-    def fake_autograde(root, section, student, limits):
-        calls.append(json.loads(notebook.read_text(encoding="utf-8")))
-        return next(answers)
-
-    monkeypatch.setattr(grade, "run_autograde", fake_autograde)
-    outcome = grade.grade_one(tmp_path, SECTION, "alice", grade.Limits(jobs=1))
-    assert outcome.ok and "评分程序无法处理" in outcome.note
+    FakeWorker.script = [{"ok": False, "detail": "KeyError: 'grade_id'"}, {"ok": True, "detail": ""}]
+    monkeypatch.setattr(grade, "Worker", FakeWorker)
+    [outcome] = grade.grade_section(tmp_path, SECTION, ["alice"], grade.Limits(jobs=1))
+    assert outcome.ok and "评分程序无法处理" in outcome.note and not FakeWorker.script
     assert notebook.with_suffix(".ipynb.broken").read_text(encoding="utf-8") == released
-    second = calls[1]["cells"][0]
-    assert second["cell_type"] == "markdown" and "KeyError" in second["source"]
+    note = json.loads(notebook.read_text(encoding="utf-8"))["cells"][0]
+    assert note["cell_type"] == "markdown" and "KeyError" in note["source"]
+
+
+def test_a_second_failure_is_reported_not_retried_forever(tmp_path, monkeypatch):
+    make_course(tmp_path, (ROOT / "notebooks" / SECTION / f"{SECTION}.ipynb").read_text(encoding="utf-8"))
+    FakeWorker.script = [{"ok": False, "detail": "boom"}, {"ok": False, "detail": "boom again"}]
+    monkeypatch.setattr(grade, "Worker", FakeWorker)
+    [outcome] = grade.grade_section(tmp_path, SECTION, ["alice"], grade.Limits(jobs=1))
+    assert not outcome.ok and outcome.note == "boom again"
 
 
 def test_pasted_cell_ids_are_repaired_not_rejected(tmp_path):

@@ -41,11 +41,16 @@ _ORIGINALS = {prefix: _callables(ns, _WATCHED_BUILTINS if prefix == "builtins" e
 
 
 def _tampered() -> str | None:
-    """The first watched function that was replaced since import, if any."""
+    """The first watched function replaced since import by code outside torch, if any.
+
+    (torch itself wraps some functions later: importing torch._dynamo, e.g. by creating an
+    optimizer, replaces torch.manual_seed with a wrapper defined in torch.)
+    """
     for prefix, namespace in _WATCHED.items():
         current = vars(namespace)
         for name, original in _ORIGINALS[prefix].items():
-            if current.get(name, original) is not original:
+            value = current.get(name, original)
+            if value is not original and not str(getattr(value, "__module__", "")).startswith("torch"):
                 return f"{prefix}.{name}"
     return None
 
