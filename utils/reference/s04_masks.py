@@ -10,7 +10,7 @@ __all__ = ['causal_mask', 'padding_mask', 'combine_masks', 'masked_softmax', 'is
 
 
 def causal_mask(T, device=None):
-    """Bool causal mask [T, T]: True where query t may attend key s, i.e. s <= t."""
+    """Bool causal mask [T, T]: True where query t may attend key s, i.e. s <= t (diagonal included)."""
     return torch.ones(T, T, dtype=torch.bool, device=device).tril()  # (T, T), lower triangle incl. diagonal
 
 
