@@ -5,7 +5,12 @@ right variant earns them, the feedback names the diagnosed code and never shows 
 hidden tests, and an untouched learner notebook scores 0 with "尚未实现"."""
 from __future__ import annotations
 
+import json
+import shutil
+
 import pytest
+
+from autograder import grade
 
 from .bugbank import all_variants
 from .conftest import SECTIONS, load_notebook
@@ -50,10 +55,7 @@ def plan_submissions(section: str) -> dict[str, dict[str, object]]:
     return plan
 
 
-@pytest.mark.slow
-@pytest.mark.parametrize("section", SECTIONS)
-def test_bug_bank_through_nbgrader_autograde(section, tmp_path):
-    course = Course.create(tmp_path, [section])
+def submit_bug_bank(course: Course, section: str) -> dict[str, dict[str, object]]:
     release = course.release_notebook(section)
     plan = plan_submissions(section)
     for student, variants in plan.items():
@@ -62,6 +64,42 @@ def test_bug_bank_through_nbgrader_autograde(section, tmp_path):
             nb = with_solution(nb, exercise, variant.source)
         course.submit(student, section, nb)
     course.submit("untouched", section, release)  # the learner notebook as released, demos included
+    return plan
+
+
+def error_codes(course: Course, section: str) -> dict[tuple[str, str], list[str]]:
+    """(student, test cell) -> the [codes] of its error outputs, from the autograded notebooks."""
+    codes = {}
+    for path in sorted((course.root / "autograded").glob(f"*/{section}/{section}.ipynb")):
+        for cell in json.loads(path.read_text(encoding="utf-8"))["cells"]:
+            grade_id = cell["metadata"].get("nbgrader", {}).get("grade_id", "")
+            if grade_id.startswith("test_"):
+                codes[path.parts[-3], grade_id] = [o.get("evalue", "").split("]")[0] for o in cell["outputs"]
+                                                   if o.get("output_type") == "error"]
+    return codes
+
+
+@pytest.mark.slow
+def test_parallel_grading_equals_nbgrader_autograde(tmp_path, monkeypatch):
+    section = "02_scaling_and_softmax"
+    sequential = Course.create(tmp_path / "sequential", [section])
+    submit_bug_bank(sequential, section)
+    shutil.copytree(sequential.root, tmp_path / "parallel")
+    parallel = Course(tmp_path / "parallel")
+    sequential.nbgrader("autograde", section)
+    monkeypatch.chdir(parallel.root)
+    assert grade.main([section, "--jobs", "2"]) == 0
+    assert parallel.scores(section) == sequential.scores(section)
+    codes = error_codes(sequential, section)
+    assert sum(map(len, codes.values())) > 10, "the bug bank must make tests fail"
+    assert error_codes(parallel, section) == codes
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("section", SECTIONS)
+def test_bug_bank_through_nbgrader_autograde(section, tmp_path):
+    course = Course.create(tmp_path, [section])
+    plan = submit_bug_bank(course, section)
     course.nbgrader("autograde", section)
     course.nbgrader("generate_feedback", section)
 
