@@ -9,7 +9,6 @@
 """
 from __future__ import annotations
 
-import json
 import shutil
 import subprocess
 import sys
@@ -19,7 +18,7 @@ from pathlib import Path
 from utils.checks.codes import markdown_table
 
 from .config import RELEASE_DIR, SOURCE_DIR
-from .notebook_format import canonical, cell_kind, dumps
+from .notebook_format import canonical, cell_kind, dumps, read
 
 ROOT = Path(__file__).resolve().parents[1]
 GENERATED = "# Generated from {src} by `python3 course.py build`. Do not edit: edit the notebook.\n"
@@ -38,10 +37,6 @@ def section_ids(root: Path = ROOT) -> list[str]:
 
 def module_name(section_id: str) -> str:
     return f"s{section_id}"
-
-
-def load(path: Path) -> dict:
-    return json.loads(path.read_text(encoding="utf-8"))
 
 
 def strip_markers(source: str) -> str:
@@ -68,7 +63,7 @@ def reference_files(root: Path = ROOT) -> dict[Path, str]:
     """Every generated file of utils/reference and docs, path -> text."""
     files, init = {}, [GENERATED.format(src=f"{SOURCE_DIR}/") + '"""Reference implementations of every graded exercise."""']
     for sid in section_ids(root):
-        text, names = reference_module(sid, load(root / SOURCE_DIR / sid / f"{sid}.ipynb"))
+        text, names = reference_module(sid, read(root / SOURCE_DIR / sid / f"{sid}.ipynb"))
         files[root / "utils" / "reference" / f"{module_name(sid)}.py"] = text
         if names:
             init.append(f"from .{module_name(sid)} import {', '.join(names)}  # noqa: F401")
@@ -85,7 +80,7 @@ def generate_release(section_id: str, course_root: Path) -> Path:
            f"--CourseDirectory.root={course_root}", "--log-level=WARN"]
     subprocess.run(cmd, check=True, cwd=course_root)
     out = course_root / RELEASE_DIR / section_id / f"{section_id}.ipynb"
-    out.write_text(dumps(canonical(load(out))), encoding="utf-8")
+    out.write_text(dumps(canonical(read(out))), encoding="utf-8")
     return out
 
 
@@ -101,7 +96,7 @@ def learner_notebooks(root: Path = ROOT) -> dict[str, str]:
 def main() -> None:
     for sid in section_ids():
         path = ROOT / SOURCE_DIR / sid / f"{sid}.ipynb"
-        path.write_text(dumps(canonical(load(path))), encoding="utf-8")  # strip outputs
+        path.write_text(dumps(canonical(read(path))), encoding="utf-8")  # strip outputs
     for path, text in reference_files().items():
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text(text, encoding="utf-8")

@@ -23,6 +23,8 @@ import re
 import sys
 from pathlib import Path
 
+import nbformat
+
 SCHEMA = 3
 KINDS = ("markdown", "code", "solution", "test", "answer", "export")
 _HEADER = re.compile(r"^%% (\w+)(?: (\S+))?(?: (\d+))?\s*$")
@@ -100,7 +102,18 @@ def canonical(nb: dict) -> dict:
 
 
 def dumps(nb: dict) -> str:
-    return json.dumps(nb, ensure_ascii=False, indent=1, sort_keys=True) + "\n"
+    """Exactly what nbformat (hence JupyterLab and nbgrader) writes, so saving never churns."""
+    text = nbformat.writes(nbformat.from_dict(nb), version=4)
+    return text if text.endswith("\n") else text + "\n"
+
+
+def read(path: Path) -> dict:
+    """A notebook as a plain dict whose cell sources are single strings."""
+    nb = json.loads(Path(path).read_text(encoding="utf-8"))
+    for cell in nb["cells"]:
+        if isinstance(cell["source"], list):
+            cell["source"] = "".join(cell["source"])
+    return nb
 
 
 def pack(text: str) -> dict:
@@ -140,7 +153,7 @@ def unpack(nb: dict) -> str:
 
 def main(argv: list[str]) -> None:
     if argv[:1] == ["unpack"] and len(argv) == 2:
-        sys.stdout.write(unpack(json.loads(Path(argv[1]).read_text(encoding="utf-8"))))
+        sys.stdout.write(unpack(read(Path(argv[1]))))
     elif argv[:1] == ["pack"] and len(argv) == 3:
         Path(argv[2]).parent.mkdir(parents=True, exist_ok=True)
         Path(argv[2]).write_text(dumps(pack(Path(argv[1]).read_text(encoding="utf-8"))), encoding="utf-8")

@@ -1,9 +1,10 @@
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 import pytest
+
+from autograder.notebook_format import read
 
 ROOT = Path(__file__).resolve().parents[1]
 SECTIONS = sorted(p.name for p in (ROOT / "solutions").iterdir() if (p / f"{p.name}.ipynb").exists())
@@ -14,7 +15,7 @@ def notebook_path(kind: str, section: str) -> Path:
 
 
 def load_notebook(kind: str, section: str) -> dict:
-    return json.loads(notebook_path(kind, section).read_text(encoding="utf-8"))
+    return read(notebook_path(kind, section))
 
 
 @pytest.fixture(scope="session")

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from autograder import build
-from autograder.notebook_format import cell_kind, dumps, pack, unpack
+from autograder.notebook_format import cell_kind, dumps, pack, read, unpack
 from utils.checks.codes import CODES
 
 from .conftest import ROOT, SECTIONS, load_notebook
@@ -85,7 +85,7 @@ def test_committed_notebooks_have_no_outputs(kind):
 def test_solution_notebook_is_canonical_and_round_trips(section):
     path = ROOT / "solutions" / section / f"{section}.ipynb"
     text = path.read_text(encoding="utf-8")
-    assert dumps(pack(unpack(json.loads(text)))) == text, "run `python3 course.py build` to normalize"
+    assert dumps(pack(unpack(read(path)))) == text, "run `python3 course.py build` to normalize"
 
 
 @pytest.mark.slow
