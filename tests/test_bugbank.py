@@ -31,15 +31,18 @@ def run_check(exercise: str, candidate, **kwargs) -> str | None:
 def test_variant_gets_its_diagnosis(variant, extended):
     assert variant.expected is None or variant.expected in CODES
     got = run_check(variant.exercise, load(variant), extended=extended, seed=0 if not extended else 7)
-    assert got == variant.expected, f"{variant.id}: expected {variant.expected}, check said {got}"
+    expected = None if variant.fits_visible and not extended else variant.expected
+    assert got == expected, f"{variant.id}: expected {expected}, check said {got}"
 
 
 @pytest.mark.parametrize("exercise", EXERCISES)
-def test_reference_passes_fast(exercise, capsys):
-    start = time.perf_counter()
-    assert run_check(exercise, getattr(reference, exercise)) is None
-    assert run_check(exercise, getattr(reference, exercise), extended=True, seed=3) is None
-    assert time.perf_counter() - start < 2.0, "visible + hidden check must stay well under a second each"
+def test_reference_passes_within_a_second(exercise, capsys):
+    """Budget: a check runs in well under a second. CPU time, so a busy machine cannot fake a fail."""
+    for extended, budget in ((False, 1.0), (True, 2.0)):
+        start = time.process_time()
+        assert run_check(exercise, getattr(reference, exercise), extended=extended, seed=3) is None
+        spent = time.process_time() - start
+        assert spent < budget, f"check_{exercise}(extended={extended}) used {spent:.2f} s of CPU"
     assert "✅" in capsys.readouterr().out
 
 

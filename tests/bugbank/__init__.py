@@ -18,6 +18,7 @@ class Variant:
     label: str             # what this variant does, for test ids
     expected: str | None   # the check code it must fail with; None = must pass
     source: str
+    fits_visible: bool = False  # wrong, but passes the visible cases: only the hidden tests catch it
 
     @property
     def id(self) -> str:
@@ -26,6 +27,11 @@ class Variant:
 
 def wrong(exercise: str, label: str, expected: str, source: str) -> Variant:
     return Variant(exercise, label, expected, textwrap.dedent(source).strip("\n"))
+
+
+def fits_visible(exercise: str, label: str, expected: str, source: str) -> Variant:
+    """Wrong in a way the visible check's cases do not reach; the hidden tests must catch it."""
+    return Variant(exercise, label, expected, textwrap.dedent(source).strip("\n"), fits_visible=True)
 
 
 def right(exercise: str, label: str, source: str) -> Variant:

@@ -1,5 +1,5 @@
 """Bug bank of 01_qkv_and_scores."""
-from . import right, wrong
+from . import fits_visible, right, wrong
 
 VARIANTS = [
     # --- project_qkv ---
@@ -87,6 +87,10 @@ VARIANTS = [
     wrong("attention_scores", "elementwise", "crashed", """
         def attention_scores(q, k):
             return (q * k).sum(-1)
+    """),
+    fits_visible("attention_scores", "squeeze", "wrong-shape", """
+        def attention_scores(q, k):
+            return (q @ k.transpose(-2, -1)).squeeze()
     """),
     wrong("attention_scores", "stub", "not-implemented", """
         def attention_scores(q, k):

@@ -1,5 +1,5 @@
 """Bug bank of 04_masks."""
-from . import right, wrong
+from . import fits_visible, right, wrong
 
 _IS_CAUSAL = '''
 def is_causal(fn, T=8, C=16):
@@ -39,6 +39,15 @@ VARIANTS = [
     wrong("causal_mask", "tril-minus-1", "mask-diagonal-excluded", """
         def causal_mask(T, device=None):
             return torch.tril(torch.ones(T, T, dtype=torch.bool, device=device), diagonal=-1)
+    """),
+    wrong("causal_mask", "not-triu-0", "mask-diagonal-excluded", """
+        def causal_mask(T, device=None):
+            return ~torch.ones(T, T, dtype=torch.bool, device=device).triu(0)
+    """),
+    fits_visible("causal_mask", "fixed-size-table", "wrong-shape", """
+        def causal_mask(T, device=None):
+            table = torch.ones(8, 8, dtype=torch.bool, device=device).tril()  # "8 is enough"
+            return table[:T, :T]
     """),
     wrong("causal_mask", "float", "mask-not-bool", """
         def causal_mask(T, device=None):
