@@ -13,7 +13,7 @@ import pytest
 from autograder import grade
 
 from .bugbank import all_variants
-from .conftest import SECTIONS, load_notebook
+from .conftest import ROOT, SECTIONS, load_notebook
 from .nbgrader_course import Course, slim, with_solution
 
 BANK = all_variants()
@@ -99,6 +99,9 @@ def test_parallel_grading_equals_nbgrader_autograde(tmp_path, monkeypatch):
 @pytest.mark.parametrize("section", SECTIONS)
 def test_bug_bank_through_nbgrader_autograde(section, tmp_path):
     course = Course.create(tmp_path, [section])
+    released = course.root / "notebooks" / section / f"{section}.ipynb"
+    assert released.read_bytes() == (ROOT / "notebooks" / section / f"{section}.ipynb").read_bytes(), \
+        "nbgrader generate_assignment (with the gradebook) must write the committed learner notebook"
     plan = submit_bug_bank(course, section)
     course.nbgrader("autograde", section)
     course.nbgrader("generate_feedback", section)
