@@ -1,50 +1,34 @@
 """Bug bank of 02_scaling_and_softmax."""
 from . import right, wrong
 
+_VARIANCE = '''
+def dot_product_variance(d, n_samples=100_000, generator=None):
+    q = {draw}(n_samples, d{generator})
+    k = {draw}(n_samples, d{generator})
+    return {result}
+'''
+
+
+def variance(draw="torch.randn", generator=", generator=generator", result="(q * k).sum(dim=-1).var().item()") -> str:
+    """A learner's dot_product_variance, written the usual way except for the part given."""
+    return _VARIANCE.format(draw=draw, generator=generator, result=result)
+
+
 VARIANTS = [
     # --- dot_product_variance ---
-    right("dot_product_variance", "sum-then-var", """
-        def dot_product_variance(d, n_samples=100_000, generator=None):
-            q = torch.randn(n_samples, d, generator=generator)
-            k = torch.randn(n_samples, d, generator=generator)
-            return (q * k).sum(dim=-1).var().item()
-    """),
+    right("dot_product_variance", "sum-then-var", variance()),
     right("dot_product_variance", "einsum-manual-var", """
         def dot_product_variance(d, n_samples=100_000, generator=None):
             q, k = torch.randn(2, n_samples, d, generator=generator, dtype=torch.float64)
             s = torch.einsum("nd,nd->n", q, k)
             return float(((s - s.mean()) ** 2).mean())
     """),
-    wrong("dot_product_variance", "std", "variance-as-std", """
-        def dot_product_variance(d, n_samples=100_000, generator=None):
-            q = torch.randn(n_samples, d, generator=generator)
-            k = torch.randn(n_samples, d, generator=generator)
-            return (q * k).sum(-1).std().item()
-    """),
-    wrong("dot_product_variance", "one-term", "variance-of-one-term", """
-        def dot_product_variance(d, n_samples=100_000, generator=None):
-            q = torch.randn(n_samples, d, generator=generator)
-            k = torch.randn(n_samples, d, generator=generator)
-            return (q * k).var().item()
-    """),
-    wrong("dot_product_variance", "uniform", "variance-wrong-distribution", """
-        def dot_product_variance(d, n_samples=100_000, generator=None):
-            q = torch.rand(n_samples, d, generator=generator)
-            k = torch.rand(n_samples, d, generator=generator)
-            return (q * k).sum(-1).var().item()
-    """),
-    wrong("dot_product_variance", "no-generator", "ignores-generator", """
-        def dot_product_variance(d, n_samples=100_000, generator=None):
-            q = torch.randn(n_samples, d)
-            k = torch.randn(n_samples, d)
-            return (q * k).sum(-1).var().item()
-    """),
-    wrong("dot_product_variance", "scaled", "variance-of-one-term", """
-        def dot_product_variance(d, n_samples=100_000, generator=None):
-            q = torch.randn(n_samples, d, generator=generator)
-            k = torch.randn(n_samples, d, generator=generator)
-            return ((q * k).sum(-1) / math.sqrt(d)).var().item()
-    """),
+    wrong("dot_product_variance", "std", "variance-as-std", variance(result="(q * k).sum(-1).std().item()")),
+    wrong("dot_product_variance", "one-term", "variance-of-one-term", variance(result="(q * k).var().item()")),
+    wrong("dot_product_variance", "uniform", "variance-wrong-distribution", variance(draw="torch.rand")),
+    wrong("dot_product_variance", "no-generator", "ignores-generator", variance(generator="")),
+    wrong("dot_product_variance", "scaled", "variance-of-one-term", variance(
+        result="((q * k).sum(-1) / math.sqrt(d)).var().item()")),
     # --- scaled_attention_scores ---
     right("scaled_attention_scores", "divide", """
         def scaled_attention_scores(q, k):

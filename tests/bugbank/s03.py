@@ -28,16 +28,26 @@ def head(body: str = _SEED_BODY, tril: str = _TRIL_BUFFER) -> str:
     return _HEAD.format(tril=tril, body=body)
 
 
+_ATTENTION = '''
+def attention(q, k, v, mask=None):
+    {before}
+    scores = {scores}
+    if mask is not None:
+        scores = {fill}
+    weights = {weights}
+    return {returns}
+'''
+
+
+def attn(scores="q @ k.transpose(-2, -1) / math.sqrt(q.size(-1))", fill='scores.masked_fill(~mask, float("-inf"))',
+         weights="scores.softmax(dim=-1)", returns="weights @ v, weights", before="pass") -> str:
+    """A learner's attention, written the usual way except for the part given."""
+    return _ATTENTION.format(before=before, scores=scores, fill=fill, weights=weights, returns=returns)
+
+
 VARIANTS = [
     # --- attention ---
-    right("attention", "masked-fill-inf", """
-        def attention(q, k, v, mask=None):
-            scores = q @ k.transpose(-2, -1) / math.sqrt(q.size(-1))
-            if mask is not None:
-                scores = scores.masked_fill(~mask, float("-inf"))
-            weights = scores.softmax(dim=-1)
-            return weights @ v, weights
-    """),
+    right("attention", "masked-fill-inf", attn()),
     right("attention", "fill-minus-1e9", """
         def attention(q, k, v, mask=None):
             scores = torch.matmul(q, k.mT) * q.shape[-1] ** -0.5
@@ -63,99 +73,22 @@ VARIANTS = [
                 scores = scores.masked_fill(~mask, float("-inf"))
             return out, scores.softmax(-1)
     """),
-    wrong("attention", "mask-reversed", "mask-reversed", """
-        def attention(q, k, v, mask=None):
-            scores = q @ k.transpose(-2, -1) / math.sqrt(q.size(-1))
-            if mask is not None:
-                scores = scores.masked_fill(mask, float("-inf"))
-            weights = scores.softmax(dim=-1)
-            return weights @ v, weights
-    """),
-    wrong("attention", "mask-after-softmax", "mask-after-softmax", """
-        def attention(q, k, v, mask=None):
-            weights = (q @ k.transpose(-2, -1) / math.sqrt(q.size(-1))).softmax(dim=-1)
-            if mask is not None:
-                weights = weights * mask
-            return weights @ v, weights
-    """),
-    wrong("attention", "mask-fill-zero", "mask-fill-zero", """
-        def attention(q, k, v, mask=None):
-            scores = q @ k.transpose(-2, -1) / math.sqrt(q.size(-1))
-            if mask is not None:
-                scores = scores.masked_fill(~mask, 0.0)
-            weights = scores.softmax(dim=-1)
-            return weights @ v, weights
-    """),
-    wrong("attention", "outputs-swapped", "outputs-swapped", """
-        def attention(q, k, v, mask=None):
-            scores = q @ k.transpose(-2, -1) / math.sqrt(q.size(-1))
-            if mask is not None:
-                scores = scores.masked_fill(~mask, float("-inf"))
-            weights = scores.softmax(dim=-1)
-            return weights, weights @ v
-    """),
-    wrong("attention", "softmax-dim-2", "softmax-wrong-dim", """
-        def attention(q, k, v, mask=None):
-            scores = q @ k.transpose(-2, -1) / math.sqrt(q.size(-1))
-            if mask is not None:
-                scores = scores.masked_fill(~mask, float("-inf"))
-            weights = scores.softmax(dim=-2)
-            return weights @ v, weights
-    """),
-    wrong("attention", "scale-by-D", "scale-by-D", """
-        def attention(q, k, v, mask=None):
-            scores = q @ k.transpose(-2, -1) / q.size(-1)
-            if mask is not None:
-                scores = scores.masked_fill(~mask, float("-inf"))
-            weights = scores.softmax(dim=-1)
-            return weights @ v, weights
-    """),
-    wrong("attention", "scale-by-v-dim", "scale-by-value-dim", """
-        def attention(q, k, v, mask=None):
-            scores = q @ k.transpose(-2, -1) / math.sqrt(v.size(-1))
-            if mask is not None:
-                scores = scores.masked_fill(~mask, float("-inf"))
-            weights = scores.softmax(dim=-1)
-            return weights @ v, weights
-    """),
-    wrong("attention", "scale-by-sqrt-T", "scale-by-sqrt-T", """
-        def attention(q, k, v, mask=None):
-            scores = q @ k.transpose(-2, -1) / math.sqrt(k.size(-2))
-            if mask is not None:
-                scores = scores.masked_fill(~mask, float("-inf"))
-            weights = scores.softmax(dim=-1)
-            return weights @ v, weights
-    """),
-    wrong("attention", "no-scale", "scale-missing", """
-        def attention(q, k, v, mask=None):
-            scores = q @ k.transpose(-2, -1)
-            if mask is not None:
-                scores = scores.masked_fill(~mask, float("-inf"))
-            weights = scores.softmax(dim=-1)
-            return weights @ v, weights
-    """),
-    wrong("attention", "mask-ignored", "mask-ignored", """
-        def attention(q, k, v, mask=None):
-            weights = (q @ k.transpose(-2, -1) / math.sqrt(q.size(-1))).softmax(dim=-1)
-            return weights @ v, weights
-    """),
-    wrong("attention", "k-q", "qk-swapped", """
-        def attention(q, k, v, mask=None):
-            scores = k @ q.transpose(-2, -1) / math.sqrt(q.size(-1))
-            if mask is not None:
-                scores = scores.masked_fill(~mask, float("-inf"))
-            weights = scores.softmax(dim=-1)
-            return weights @ v, weights
-    """),
-    wrong("attention", "in-place-fill", "modified-input", """
-        def attention(q, k, v, mask=None):
-            q /= math.sqrt(q.size(-1))
-            scores = q @ k.transpose(-2, -1)
-            if mask is not None:
-                scores = scores.masked_fill(~mask, float("-inf"))
-            weights = scores.softmax(dim=-1)
-            return weights @ v, weights
-    """),
+    wrong("attention", "mask-reversed", "mask-reversed", attn(fill='scores.masked_fill(mask, float("-inf"))')),
+    wrong("attention", "mask-after-softmax", "mask-after-softmax", attn(
+        fill="scores", weights="scores.softmax(dim=-1) * (mask if mask is not None else 1)")),
+    wrong("attention", "mask-fill-zero", "mask-fill-zero", attn(fill="scores.masked_fill(~mask, 0.0)")),
+    wrong("attention", "outputs-swapped", "outputs-swapped", attn(returns="weights, weights @ v")),
+    wrong("attention", "softmax-dim-2", "softmax-wrong-dim", attn(weights="scores.softmax(dim=-2)")),
+    wrong("attention", "scale-by-D", "scale-by-D", attn(scores="q @ k.transpose(-2, -1) / q.size(-1)")),
+    wrong("attention", "scale-by-v-dim", "scale-by-value-dim", attn(
+        scores="q @ k.transpose(-2, -1) / math.sqrt(v.size(-1))")),
+    wrong("attention", "scale-by-sqrt-T", "scale-by-sqrt-T", attn(
+        scores="q @ k.transpose(-2, -1) / math.sqrt(k.size(-2))")),
+    wrong("attention", "no-scale", "scale-missing", attn(scores="q @ k.transpose(-2, -1)")),
+    wrong("attention", "mask-ignored", "mask-ignored", attn(fill="scores")),
+    wrong("attention", "k-q", "qk-swapped", attn(scores="k @ q.transpose(-2, -1) / math.sqrt(q.size(-1))")),
+    wrong("attention", "in-place-scale", "modified-input", attn(
+        before="q /= math.sqrt(q.size(-1))", scores="q @ k.transpose(-2, -1)")),
     # --- Head ---
     right("Head", "seed", head()),
     right("Head", "bool-buffer-sdpa", head(
