@@ -21,11 +21,13 @@ class Course:
         self.root = root
 
     @classmethod
-    def create(cls, root: Path, sections: list[str]) -> "Course":
+    def create(cls, root: Path, sections: list[str], extra_config: str = "") -> "Course":
+        """A course with these sections generated; ``extra_config`` is appended to its config."""
         (root / "solutions").mkdir(parents=True)
         for section in sections:
             shutil.copytree(ROOT / "solutions" / section, root / "solutions" / section)
-        shutil.copy(ROOT / "nbgrader_config.py", root / "nbgrader_config.py")
+        config = (ROOT / "nbgrader_config.py").read_text(encoding="utf-8")
+        (root / "nbgrader_config.py").write_text(config + extra_config, encoding="utf-8")
         course = cls(root)
         for section in sections:
             course.nbgrader("generate_assignment", section, "--force")
@@ -45,10 +47,10 @@ class Course:
         folder.mkdir(parents=True, exist_ok=True)
         (folder / f"{section}.ipynb").write_text(json.dumps(nb, ensure_ascii=False), encoding="utf-8")
 
-    def scores(self, section: str) -> dict[str, dict[str, float]]:
+    def scores(self, section: str, db_url: str | None = None) -> dict[str, dict[str, float]]:
         """student -> {grade_id: score} for every graded cell of the section's notebook."""
         result: dict[str, dict[str, float]] = {}
-        with Gradebook(f"sqlite:///{self.root / 'gradebook.db'}", "attention") as gb:
+        with Gradebook(db_url or f"sqlite:///{self.root / 'gradebook.db'}", "attention") as gb:
             notebook = gb.find_notebook(section, section)
             for submission in gb.assignment_submissions(section):
                 sub_nb = gb.find_submission_notebook(section, section, submission.student_id)
