@@ -1,0 +1,56 @@
+"""The README's first Quick start command really opens JupyterLab on the course."""
+from __future__ import annotations
+
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+
+import pytest
+
+from .conftest import ROOT
+
+TOKEN = "quickstart-test"
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def get(url: str) -> dict:
+    request = urllib.request.Request(url, headers={"Authorization": f"token {TOKEN}"})
+    with urllib.request.urlopen(request, timeout=5) as response:
+        return json.loads(response.read())
+
+
+@pytest.mark.slow
+def test_course_py_lab_serves_the_first_notebook(tmp_path):
+    port = free_port()
+    env = {**os.environ, "JUPYTER_CONFIG_DIR": str(tmp_path / "config"), "JUPYTER_RUNTIME_DIR": str(tmp_path / "runtime"),
+           "JUPYTERLAB_SETTINGS_DIR": str(tmp_path / "settings"), "JUPYTERLAB_WORKSPACES_DIR": str(tmp_path / "ws")}
+    cmd = [sys.executable, str(ROOT / "course.py"), "lab", "--no-browser", f"--port={port}", "--ip=127.0.0.1",
+           f"--IdentityProvider.token={TOKEN}"]
+    server = subprocess.Popen(cmd, cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                              start_new_session=True)
+    try:
+        base = f"http://127.0.0.1:{port}"
+        deadline = time.monotonic() + 60
+        while True:
+            try:
+                get(f"{base}/api/status")
+                break
+            except OSError:
+                assert server.poll() is None and time.monotonic() < deadline, "JupyterLab did not start"
+                time.sleep(0.5)
+        first = get(f"{base}/api/contents/notebooks/00_start_here/00_start_here.ipynb")
+        assert first["type"] == "notebook" and first["content"]["cells"]
+        assert "python3" in get(f"{base}/api/kernelspecs")["kernelspecs"]
+    finally:
+        os.killpg(server.pid, signal.SIGTERM)
+        server.wait(timeout=30)
