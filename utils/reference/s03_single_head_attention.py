@@ -24,7 +24,7 @@ def attention(q, k, v, mask=None):
 
 
 class Head(nn.Module):
-    """One head of causal self-attention (the seed's src/models/attention.py).
+    """One head of causal self-attention (the book's src/models/attention.py).
 
     x: (B, T, n_embed) -> (B, T, head_size); position t attends to positions 0..t only.
     """

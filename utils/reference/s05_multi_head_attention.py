@@ -13,7 +13,7 @@ from utils.reference import Head  # the single head of section 03
 
 
 class MultiHeadAttention(nn.Module):
-    """The seed's loop version: n_head independent Heads, concatenated, then an output projection.
+    """the book's loop version: n_head independent Heads, concatenated, then an output projection.
 
     x: (B, T, n_embed) -> (B, T, n_embed); each head has width n_embed // n_head and is causal.
     """
