@@ -88,7 +88,7 @@ def cases(release: dict) -> dict[str, tuple[object, dict, str]]:
                                               "    hog = [torch.ones(10**9) for _ in range(100)]  # 400 GB if nothing stops it\n"
                                               "    return x @ w_q, x @ w_k, x @ w_v"), PROJECT_ZERO, "[crashed]"),
         "os-exit": (change(g, project_qkv="import os\nos._exit(1)\n" + GOOD_PROJECT), PROJECT_ZERO, "[kernel-died]"),
-        "sys-exit": (change(g, attention_scores="import sys\nsys.exit()\n" + GOOD_SCORES), SCORES_ZERO, "SystemExit"),
+        "sys-exit": (change(g, attention_scores="import sys\nsys.exit()\n" + GOOD_SCORES), SCORES_ZERO, "还没有定义"),
         "deleted-test": (without(g, "test_attention_scores"), FULL, "✅"),
         "edited-test": (edited(change(g, attention_scores=WRONG_SCORES), "test_attention_scores",
                                source='print("✅ attention_scores 通过全部检查")'), SCORES_ZERO, "[qk-swapped]"),
