@@ -17,6 +17,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 
 import torch
+from torch.overrides import TorchFunctionMode
 
 from .codes import describe
 
@@ -158,6 +159,27 @@ def mine_or_reference(name: str, candidate):
     from .. import reference
     print(f"（你的 {name} 还没有通过检查，下面的演示暂用课程的参考实现。）")
     return getattr(reference, name)
+
+
+class TorchCalls(TorchFunctionMode):
+    """Records every torch function called under it (``with TorchCalls() as calls: ...``)."""
+
+    def __init__(self):
+        super().__init__()
+        self.calls: list[tuple[object, tuple, dict]] = []
+
+    def __torch_function__(self, func, types, args=(), kwargs=None):
+        kwargs = kwargs or {}
+        self.calls.append((func, args, kwargs))
+        return func(*args, **kwargs)
+
+    def first_named(self, fragment: str) -> str | None:
+        """The name of the first function called whose name contains ``fragment``."""
+        return next((n for n in (getattr(f, "__name__", "") for f, _, _ in self.calls) if fragment in n), None)
+
+    def received(self, obj) -> bool:
+        """Whether ``obj`` itself was passed to any call."""
+        return any(a is obj for _, args, kwargs in self.calls for a in (*args, *kwargs.values()))
 
 
 # --- comparisons ------------------------------------------------------------------------

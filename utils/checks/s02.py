@@ -5,9 +5,8 @@ import math
 import numbers
 
 import torch
-from torch.overrides import TorchFunctionMode
 
-from .core import CheckError, call, call_pure, check, expect, randn, require_tensor
+from .core import CheckError, TorchCalls, call, call_pure, check, expect, randn, require_tensor
 
 N_SAMPLES = 20_000          # enough for a 6% tolerance (std of a sample variance ≈ D·√(2/n))
 VARIANCE_DIMS = (4, 16, 64)
@@ -67,26 +66,12 @@ def check_scaled_attention_scores(candidate, extended: bool = False, seed: int =
 
 # --- softmax --------------------------------------------------------------------------------
 
-class _BuiltinSoftmaxTripwire(TorchFunctionMode):
-    """Records any PyTorch softmax / log_softmax reached from the candidate's code."""
-
-    def __init__(self):
-        super().__init__()
-        self.used: str | None = None
-
-    def __torch_function__(self, func, types, args=(), kwargs=None):
-        name = getattr(func, "__name__", "")
-        if "softmax" in name and self.used is None:
-            self.used = name
-        return func(*args, **(kwargs or {}))
-
-
 def _softmax_call(candidate, x: torch.Tensor, dim: int):
-    tripwire = _BuiltinSoftmaxTripwire()
-    with tripwire:
+    with TorchCalls() as calls:
         got = call_pure(candidate, x, dim=dim)
-    if tripwire.used:
-        raise CheckError("uses-builtin-softmax", f"调用了 PyTorch 的 {tripwire.used}。")
+    builtin = calls.first_named("softmax")  # softmax, log_softmax, _softmax, Softmax's F.softmax …
+    if builtin:
+        raise CheckError("uses-builtin-softmax", f"调用了 PyTorch 的 {builtin}。")
     return require_tensor(got, "softmax 的输出")
 
 

@@ -2,22 +2,14 @@
 from __future__ import annotations
 
 import torch
-from torch.overrides import TorchFunctionMode
 
-from .core import CheckError, call, call_pure, check, close, expect, randn, require_tensor
+from .core import CheckError, TorchCalls, call, call_pure, check, close, expect, randn, require_tensor
 
 NEG_INF = float("-inf")
 
 
 def _true_causal(T: int) -> torch.Tensor:
     return torch.ones(T, T, dtype=torch.bool).tril()                       # (T, T)
-
-
-def _require_bool(mask, what: str) -> torch.Tensor:
-    mask = require_tensor(mask, what)
-    if mask.dtype != torch.bool:
-        raise CheckError("mask-not-bool", f"{what} 的 dtype 应为 torch.bool，实际是 {mask.dtype}。")
-    return mask
 
 
 # --- causal_mask ------------------------------------------------------------------------------
@@ -35,26 +27,12 @@ def check_causal_mask(candidate, extended: bool = False, seed: int = 0) -> None:
     _check_device_is_used(candidate)
 
 
-class _DeviceRecorder(TorchFunctionMode):
-    """Records whether any torch call received the device object we passed in."""
-
-    def __init__(self, device: torch.device):
-        super().__init__()
-        self.device, self.used = device, False
-
-    def __torch_function__(self, func, types, args=(), kwargs=None):
-        kwargs = kwargs or {}
-        self.used |= any(a is self.device for a in (*args, *kwargs.values()))
-        return func(*args, **kwargs)
-
-
 def _check_device_is_used(candidate) -> None:
     """Without a GPU we cannot build on another device, so we check the device reaches torch."""
     device = torch.device("cpu")
-    recorder = _DeviceRecorder(device)
-    with recorder:
+    with TorchCalls() as calls:
         got = call(candidate, 5, device=device)
-    if not recorder.used or not isinstance(got, torch.Tensor) or got.device != device:
+    if not calls.received(device) or not isinstance(got, torch.Tensor) or got.device != device:
         raise CheckError("ignores-device", "causal_mask(5, device=...) 没有把 device 传给创建张量的函数。")
 
 
