@@ -105,7 +105,7 @@ def test_reference_package_and_docs_are_in_sync():
 
 def test_every_check_code_is_documented_and_used():
     sources = "".join(p.read_text(encoding="utf-8") for folder in ("utils/checks", "autograder")
-                      for p in (ROOT / folder).glob("*.py"))
+                      for p in (ROOT / folder).glob("*.py") if p.name != "codes.py")
     raised = set(re.findall(r'"([A-Za-z0-9-]+)"', sources)) & set(CODES)
     unused = set(CODES) - raised - {"not-implemented", "crashed", "wrong"}
     assert not unused, f"codes no check can raise: {sorted(unused)}"

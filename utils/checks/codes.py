@@ -15,7 +15,6 @@ CODES: dict[str, tuple[str, str]] = {
     "wrong-type": ("返回值的类型不对。", "对照题目要求的返回类型（张量、元组、字典、float……）。"),
     "wrong-shape": ("输出形状不对，通常是矩阵乘法或转置的维度搞错了。",
                     "在每一行后面写下形状注释，例如 # (B, T, D)。"),
-    "wrong-dtype": ("输出的数据类型（dtype）不对。", "保持输入的 dtype，除非题目另有要求。"),
     "modified-input": ("函数原地修改了输入张量。", "避免对输入使用 +=、masked_fill_ 等原地操作；先 clone 或用非原地版本。"),
     "nan-output": ("输出里出现了 NaN 或 inf。", "检查 exp 是否溢出、是否出现 0/0 或 -inf - (-inf)。"),
     "tampered": ("notebook 替换了 PyTorch、内置函数或检查函数本身（例如 torch.allclose = ...）。",
