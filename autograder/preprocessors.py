@@ -3,9 +3,9 @@
 * :class:`DeduplicateGradeIds` — nbgrader's ``DeduplicateIds`` without its crash on a
   duplicated cell.
 * :class:`ResilientExecute` — nbgrader's ``Execute``, except that a cell which kills the
-  kernel (``os._exit``, ``exit()``, a crash) or hangs it past the timeout no longer fails the
-  whole submission: the cell gets a Chinese error, a fresh kernel replays the cells before
-  it, and grading goes on with the next cell.
+  kernel (``os._exit``, ``exit()``, a crash) or hangs it past the timeout (twice: a timed-out
+  cell is retried once in a fresh kernel) no longer fails the whole submission: the cell gets a
+  Chinese error, a fresh kernel replays the cells before it, and grading goes on.
 * :class:`IntegrityCheck` — after execution, zeroes the tests that a submission made lie
   (see autograder/integrity.py) with a Chinese explanation in the feedback.
 """
@@ -50,17 +50,20 @@ class ResilientExecute(Execute):
         NotebookClient.__init__(self, nb, km)
         self.reset_execution_trackers()
         self._check_assign_resources(resources)
-        lost: set[int] = set()   # cells that killed or hung a kernel: never run again
+        lost: set[int] = set()       # cells that killed or hung a kernel: never run again
+        timed_out: set[int] = set()  # cells that timed out once: they get one more try
         start: int | None = 0
         while start is not None:
-            start = self._run_from(start, lost, resources)
+            start = self._run_from(start, lost, timed_out, resources)
         self.set_widgets_metadata()
         return self.nb, self.resources
 
-    def _run_from(self, start: int, lost: set[int], resources) -> int | None:
+    def _run_from(self, start: int, lost: set[int], timed_out: set[int], resources) -> int | None:
         """In a fresh kernel, replay the cells before ``start``, then execute from ``start``.
 
-        Returns where to resume after losing this kernel, or None when every cell ran.
+        Returns where to resume after losing this kernel, or None when every cell ran. A cell
+        that times out is run once more in a fresh kernel before it is given up: now and then
+        the client misses a finished cell's reply and waits out the timeout (NOTES.md).
         """
         with self.setup_kernel():
             info = self.wait_for_reply(self.kc.kernel_info())
@@ -79,8 +82,12 @@ class ResilientExecute(Execute):
                                "评分换了一个新内核，从下一个单元格继续。")
                     return index + 1
                 if any(o.get("ename") == TIMEOUT_ENAME for o in cell.get("outputs", [])):
+                    if index not in timed_out:
+                        timed_out.add(index)
+                        self.log.warning("cell %d timed out: trying it once more in a fresh kernel", index)
+                        return index
                     self._lose(cell, index, lost, "timeout",
-                               f"这个单元格运行超过 {self.timeout} 秒（可能是死循环），已被中断；"
+                               f"这个单元格两次运行都超过 {self.timeout} 秒（可能是死循环），已被中断；"
                                "评分换了一个新内核，从下一个单元格继续。")
                     return index + 1
         return None

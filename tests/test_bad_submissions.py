@@ -84,6 +84,11 @@ def cases(release: dict) -> dict[str, tuple[object, dict, str]]:
         "exception": (change(g, project_qkv="1 / 0\n" + GOOD_PROJECT), PROJECT_ZERO, "还没有定义"),
         "infinite-loop": (change(g, project_qkv="def project_qkv(x, w_q, w_k, w_v):\n    while True:\n        pass"),
                           PROJECT_ZERO, "[timeout]"),
+        "hangs-once": (change(g, project_qkv="import os, time\n"
+                                             "if not os.path.exists('hung-once.marker'):  # the first run only\n"
+                                             "    open('hung-once.marker', 'w').close()\n"
+                                             "    while True:\n"
+                                             "        time.sleep(0.1)\n" + GOOD_PROJECT), FULL, "✅"),
         "memory-hog": (change(g, project_qkv="def project_qkv(x, w_q, w_k, w_v):\n"
                                               "    hog = [torch.ones(10**9) for _ in range(100)]  # 400 GB if nothing stops it\n"
                                               "    return x @ w_q, x @ w_k, x @ w_v"), PROJECT_ZERO, "[crashed]"),
