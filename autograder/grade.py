@@ -36,6 +36,8 @@ import nbformat
 
 from .config import RELEASE_DIR
 
+SQLITE_BUSY_SECONDS = 120
+TRIES_AS_SUBMITTED = 2  # a failure may be passing (a lock, a lost reply): try again before giving up
 BROKEN_NOTE = ("> ⚠️ **评分说明**：你提交的 `{name}` 无法被自动评分（{why}）。"
                "评分时用空白的作业 notebook 代替了它，所以本次自动评分为 0 分。"
                "原文件已保留为 `{name}.broken`，请联系老师。")
@@ -137,13 +139,23 @@ def worker_main(section: str, cell_seconds: int | None) -> None:
     app.initialize(["--log-level=WARN"])  # reads nbgrader_config.py exactly like the CLI
     if cell_seconds:
         app.config.Execute.timeout = cell_seconds
+    db_url = app.coursedir.db_url
+    if db_url.startswith("sqlite:") and "?" not in db_url:
+        # Workers write to one SQLite file at once: wait for a lock instead of failing at once.
+        app.config.CourseDirectory.db_url = db_url + f"?timeout={SQLITE_BUSY_SECONDS}"
     api = NbGraderAPI(config=app.config)
     for line in sys.stdin:
         student = line.strip()
         result = api.autograde(section, student, force=True, create=True)
-        errors = [ln for ln in (result.get("error") or "").splitlines() if ln.strip()]
         print("@@" + json.dumps({"student": student, "ok": bool(result["success"]),
-                                 "detail": errors[-1] if errors else ""}), flush=True)
+                                 "detail": failure_reason(result)}), flush=True)
+
+
+def failure_reason(result: dict) -> str:
+    """The line of nbgrader's error or log that names what went wrong."""
+    lines = [ln.strip() for ln in ((result.get("error") or "") + "\n" + (result.get("log") or "")).splitlines()]
+    causes = [ln for ln in lines if ("Error" in ln or "Exception" in ln) and "Please see" not in ln]
+    return causes[-1] if causes else next((ln for ln in reversed(lines) if ln), "")
 
 
 class Worker:
@@ -185,13 +197,13 @@ class Worker:
 # --- the scheduler ----------------------------------------------------------------------------
 
 class Grading:
-    """Hand students to workers; a failed student is graded once more as the blank notebook."""
+    """Hand students to workers; a failure is retried, then graded as the blank notebook."""
 
     def __init__(self, root: Path, section: str, students: list[str], limits: Limits):
         self.root, self.section, self.limits = root, section, limits
         self.notes = {s: repair_unreadable(root, section, s) for s in students}
         self.pending = deque(students)
-        self.retried: set[str] = set()
+        self.failures: dict[str, int] = {}
         self.outcomes: dict[str, Outcome] = {}
         self.total = len(students)
         self.events: queue.Queue = queue.Queue()
@@ -230,11 +242,14 @@ class Grading:
             self._failed(student, answer["detail"], seconds)
 
     def _failed(self, student: str, detail: str, seconds: float) -> None:
-        if student in self.retried:
+        """Try again as submitted; then grade the blank notebook with a note; then report."""
+        self.failures[student] = self.failures.get(student, 0) + 1
+        print(f"  {student} 第 {self.failures[student]} 次评分失败：{detail}", file=sys.stderr, flush=True)
+        if self.failures[student] > TRIES_AS_SUBMITTED:
             self._finish(Outcome(student, False, seconds, detail))
             return
-        self.retried.add(student)
-        self.notes[student] = replace_with_released(self.root, self.section, student, f"评分程序无法处理它：{detail}")
+        if self.failures[student] == TRIES_AS_SUBMITTED:
+            self.notes[student] = replace_with_released(self.root, self.section, student, f"评分程序无法处理它：{detail}")
         self.pending.appendleft(student)
 
     def _finish(self, outcome: Outcome) -> None:

@@ -67,7 +67,8 @@ class ResilientExecute(Execute):
         """
         with self.setup_kernel():
             info = self.wait_for_reply(self.kc.kernel_info())
-            self.nb.metadata["language_info"] = info["content"]["language_info"]
+            if info:  # None when a busy machine delays the reply: the metadata can wait
+                self.nb.metadata["language_info"] = info["content"]["language_info"]
             for index in range(start):
                 cell = self.nb.cells[index]
                 if index not in lost and cell.cell_type == "code" and not is_grade(cell):

@@ -39,10 +39,23 @@ class FakeWorker:
         pass
 
 
-def test_nbgrader_failure_falls_back_to_the_blank_notebook_with_a_note(tmp_path, monkeypatch):
+def test_a_passing_failure_is_retried_as_submitted(tmp_path, monkeypatch):
     released = (ROOT / "notebooks" / SECTION / f"{SECTION}.ipynb").read_text(encoding="utf-8")
     notebook = make_course(tmp_path, released)
-    FakeWorker.script = [{"ok": False, "detail": "KeyError: 'grade_id'"}, {"ok": True, "detail": ""}]
+    FakeWorker.script = [{"ok": False, "detail": "sqlite3.OperationalError: database is locked"},
+                         {"ok": True, "detail": ""}]
+    monkeypatch.setattr(grade, "Worker", FakeWorker)
+    [outcome] = grade.grade_section(tmp_path, SECTION, ["alice"], grade.Limits(jobs=1))
+    assert outcome.ok and outcome.note == "" and not FakeWorker.script
+    assert not notebook.with_suffix(".ipynb.broken").exists()
+    assert notebook.read_text(encoding="utf-8") == released
+
+
+def test_a_lasting_failure_falls_back_to_the_blank_notebook_with_a_note(tmp_path, monkeypatch):
+    released = (ROOT / "notebooks" / SECTION / f"{SECTION}.ipynb").read_text(encoding="utf-8")
+    notebook = make_course(tmp_path, released)
+    failure = {"ok": False, "detail": "KeyError: 'grade_id'"}
+    FakeWorker.script = [failure, failure, {"ok": True, "detail": ""}]
     monkeypatch.setattr(grade, "Worker", FakeWorker)
     [outcome] = grade.grade_section(tmp_path, SECTION, ["alice"], grade.Limits(jobs=1))
     assert outcome.ok and "评分程序无法处理" in outcome.note and not FakeWorker.script
@@ -51,12 +64,19 @@ def test_nbgrader_failure_falls_back_to_the_blank_notebook_with_a_note(tmp_path,
     assert note["cell_type"] == "markdown" and "KeyError" in note["source"]
 
 
-def test_a_second_failure_is_reported_not_retried_forever(tmp_path, monkeypatch):
+def test_a_failure_of_the_blank_notebook_too_is_reported_not_retried_forever(tmp_path, monkeypatch):
     make_course(tmp_path, (ROOT / "notebooks" / SECTION / f"{SECTION}.ipynb").read_text(encoding="utf-8"))
-    FakeWorker.script = [{"ok": False, "detail": "boom"}, {"ok": False, "detail": "boom again"}]
+    FakeWorker.script = [{"ok": False, "detail": f"boom {i}"} for i in range(3)]
     monkeypatch.setattr(grade, "Worker", FakeWorker)
     [outcome] = grade.grade_section(tmp_path, SECTION, ["alice"], grade.Limits(jobs=1))
-    assert not outcome.ok and outcome.note == "boom again"
+    assert not outcome.ok and outcome.note == "boom 2" and not FakeWorker.script
+
+
+def test_failure_reason_names_the_cause_not_the_boilerplate():
+    log = ("[AutogradeApp | ERROR] sqlite3.OperationalError: database is locked\n"
+           "[AutogradeApp | ERROR] Please see the the above traceback for details on the specific errors")
+    error = "Traceback ...\nnbgrader.converters.base.NbGraderException: Please see the above traceback"
+    assert grade.failure_reason({"success": False, "error": error, "log": log}).endswith("database is locked")
 
 
 def test_pasted_cell_ids_are_repaired_not_rejected(tmp_path):
