@@ -33,12 +33,12 @@ def print_report() -> dict[str, str]:
     from .plotting import setup_chinese_font
     info = report()
     info["中文字体"] = setup_chinese_font() or "未找到（图中的中文可能显示为方框）"
-    width = max(_display_width(k) for k in info)
+    width = max(display_width(k) for k in info)
     for key, value in info.items():
-        print(key + " " * (width - _display_width(key)), value, sep="  ")
+        print(key + " " * (width - display_width(key)), value, sep="  ")
     return info
 
 
-def _display_width(text: str) -> int:
+def display_width(text: str) -> int:
     """Columns a string takes in a monospace font: CJK characters are two columns wide."""
     return sum(2 if unicodedata.east_asian_width(ch) in "WF" else 1 for ch in text)

@@ -10,15 +10,15 @@ QUIZ_DIMS = {"B": 2, "T": 5, "C": 8, "D": 4}
 QUIZ_KEYS = ("Q", "K", "V", "scores", "weights", "out")
 
 
-def quiz_truth(B: int, T: int, C: int, D: int) -> dict[str, tuple[int, ...]]:
-    """The true shapes, measured by running the computation (not typed in)."""
-    x = torch.zeros(B, T, C)
-    w = torch.zeros(C, D)
-    q = k = v = x @ w                            # (B, T, D)
-    scores = q @ k.transpose(-2, -1)             # (B, T, T)
-    weights = torch.softmax(scores, dim=-1)      # (B, T, T)
-    out = weights @ v                            # (B, T, D)
-    return {"Q": tuple(q.shape), "K": tuple(k.shape), "V": tuple(v.shape),
+def head_shapes(B: int, T: int, C: int, D: int) -> dict[str, tuple[int, ...]]:
+    """Shapes of one attention head, measured by running the computation on zeros (not typed in)."""
+    x = torch.zeros(B, T, C)                   # (B, T, C)
+    w_q = w_k = w_v = torch.zeros(C, D)        # (C, D)
+    q, k, v = x @ w_q, x @ w_k, x @ w_v        # (B, T, D) each
+    scores = q @ k.transpose(-2, -1)           # (B, T, D) @ (B, D, T) -> (B, T, T)
+    weights = torch.softmax(scores, dim=-1)    # (B, T, T)
+    out = weights @ v                          # (B, T, T) @ (B, T, D) -> (B, T, D)
+    return {"X": tuple(x.shape), "Q": tuple(q.shape), "K": tuple(k.shape), "V": tuple(v.shape),
             "scores": tuple(scores.shape), "weights": tuple(weights.shape), "out": tuple(out.shape)}
 
 
@@ -36,7 +36,7 @@ def check_tensor_shape_quiz(candidate, extended: bool = False, seed: int = 0) ->
     answers = call(candidate)
     if not isinstance(answers, dict):
         raise CheckError("wrong-type", f"tensor_shape_quiz() 应返回 dict，实际得到 {type(answers).__name__}。")
-    truth = quiz_truth(**QUIZ_DIMS)
+    truth = head_shapes(**QUIZ_DIMS)
     B, T, C, D = (QUIZ_DIMS[k] for k in "BTCD")
     for key in QUIZ_KEYS:
         if key not in answers:

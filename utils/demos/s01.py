@@ -5,13 +5,13 @@ The notebook builds every tensor it shows; these helpers only draw them.
 """
 from __future__ import annotations
 
-import unicodedata
 from collections.abc import Sequence
 
 import matplotlib.pyplot as plt
 import torch
 from matplotlib.patches import Rectangle
 
+from utils.env import display_width
 from utils.plotting import bars
 
 
@@ -57,13 +57,10 @@ def plot_vectors(ax, q, keys: dict[str, torch.Tensor], title: str = "",
 
 def print_table(header: Sequence[str], rows: Sequence[Sequence[object]]) -> None:
     """Print a right-aligned text table whose columns line up with Chinese text (width 2 per CJK char)."""
-    def width(text: str) -> int:
-        return sum(2 if unicodedata.east_asian_width(ch) in "WF" else 1 for ch in text)
-
     cells = [[str(c) for c in header]] + [[str(c) for c in row] for row in rows]
-    widths = [max(width(row[i]) for row in cells) for i in range(len(header))]
+    widths = [max(display_width(row[i]) for row in cells) for i in range(len(header))]
     for row in cells:
-        print("  ".join(" " * (w - width(c)) + c for c, w in zip(row, widths)))
+        print("  ".join(" " * (w - display_width(c)) + c for c, w in zip(row, widths)))
 
 
 def matrix_heatmap(ax, matrix, row_labels: Sequence[str] | None = None, col_labels: Sequence[str] | None = None,
