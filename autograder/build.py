@@ -6,6 +6,7 @@
 * notebooks/<id>/<id>.ipynb     learner notebooks, made by `nbgrader generate_assignment`
 
     python -m autograder.build            (what `python3 course.py build` runs)
+    python -m autograder.build 06_complexity_and_memory   only these sections' notebooks and modules
 """
 from __future__ import annotations
 
@@ -59,12 +60,13 @@ def reference_module(section_id: str, nb: dict) -> tuple[str, list[str]]:
     return text, names
 
 
-def reference_files(root: Path = ROOT) -> dict[Path, str]:
-    """Every generated file of utils/reference and docs, path -> text."""
+def reference_files(root: Path = ROOT, only: list[str] | None = None) -> dict[Path, str]:
+    """Every generated file of utils/reference and docs (section modules: of ``only``), path -> text."""
     files, init = {}, [GENERATED.format(src=f"{SOURCE_DIR}/") + '"""Reference implementations of every graded exercise."""']
     for sid in section_ids(root):
         text, names = reference_module(sid, read(root / SOURCE_DIR / sid / f"{sid}.ipynb"))
-        files[root / "utils" / "reference" / f"{module_name(sid)}.py"] = text
+        if only is None or sid in only:
+            files[root / "utils" / "reference" / f"{module_name(sid)}.py"] = text
         if names:
             init.append(f"from .{module_name(sid)} import {', '.join(names)}  # noqa: F401")
     files[root / "utils" / "reference" / "__init__.py"] = "\n".join(init) + "\n"
@@ -84,24 +86,24 @@ def generate_release(section_id: str, course_root: Path) -> Path:
     return out
 
 
-def learner_notebooks(root: Path = ROOT) -> dict[str, str]:
-    """Generate every learner notebook in a scratch course; section id -> notebook text."""
+def learner_notebooks(root: Path = ROOT, only: list[str] | None = None) -> dict[str, str]:
+    """Generate the learner notebooks (all, or ``only``) in a scratch course; section id -> text."""
     with tempfile.TemporaryDirectory() as tmp:
         course = Path(tmp)
         shutil.copytree(root / SOURCE_DIR, course / SOURCE_DIR)
         shutil.copy(root / "nbgrader_config.py", course / "nbgrader_config.py")
-        return {sid: generate_release(sid, course).read_text(encoding="utf-8") for sid in section_ids(root)}
+        return {sid: generate_release(sid, course).read_text(encoding="utf-8") for sid in only or section_ids(root)}
 
 
-def main() -> None:
-    for sid in section_ids():
+def main(only: list[str] | None = None) -> None:
+    for sid in only or section_ids():
         path = ROOT / SOURCE_DIR / sid / f"{sid}.ipynb"
         path.write_text(dumps(canonical(read(path))), encoding="utf-8")  # strip outputs
-    for path, text in reference_files().items():
+    for path, text in reference_files(only=only).items():
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text(text, encoding="utf-8")
         print(f"wrote {path.relative_to(ROOT)}")
-    for sid, text in learner_notebooks().items():
+    for sid, text in learner_notebooks(only=only).items():
         out = ROOT / RELEASE_DIR / sid / f"{sid}.ipynb"
         out.parent.mkdir(parents=True, exist_ok=True)
         out.write_text(text, encoding="utf-8")
@@ -109,4 +111,4 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    main(sys.argv[1:] or None)

@@ -12,7 +12,7 @@ import pytest
 
 from autograder import grade
 
-from .bugbank import all_variants
+from .bugbank import all_variants, dependencies
 from .conftest import ROOT, SECTIONS, load_notebook
 from .nbgrader_course import Course, slim, with_solution
 
@@ -33,7 +33,7 @@ def points(section: str) -> dict[str, float]:
 
 # An exercise whose solution calls another exercise of the same notebook (in the learner's
 # version, the learner's own function): graded only alongside right variants of what it uses.
-DEPENDS = {"CausalSelfAttention": ("split_heads", "merge_heads")}
+DEPENDS = dependencies()
 
 
 def plan_submissions(section: str) -> dict[str, dict[str, object]]:

@@ -1,6 +1,9 @@
 """Bug bank of 05_multi_head_attention."""
 from . import right, wrong
 
+# CausalSelfAttention's solution calls the learner's split_heads and merge_heads.
+DEPENDS = {"CausalSelfAttention": ("split_heads", "merge_heads")}
+
 _MHA = '''
 from utils.reference import Head
 

@@ -3,25 +3,22 @@
 Each returns quietly (printing a short Chinese pass line) when the candidate is right and
 raises :class:`CheckError` — message in Chinese, starting with ``[code]`` — otherwise.
 Hidden tests call the same functions with ``extended=True`` and another ``seed``.
+
+The checks of section NN live in ``sNN.py``; every ``check_*`` they define is exported
+here, so adding a section needs no edit of this file.
 """
+import importlib
+import pkgutil
+import re
+
 from .core import CheckError, install_notebook_hooks, mine_or_reference
-from .s00 import check_tensor_shape_quiz
-from .s01 import check_attention_scores, check_project_qkv
-from .s02 import check_dot_product_variance, check_scaled_attention_scores, check_softmax, check_softmax_jacobian
-from .s03 import check_attention, check_Head
-from .s04 import check_causal_mask, check_combine_masks, check_is_causal, check_masked_softmax, check_padding_mask
-from .s05 import (check_CausalSelfAttention, check_copy_heads_into, check_merge_heads, check_MultiHeadAttention,
-                  check_split_heads)
+
+__all__ = ["CheckError", "mine_or_reference"]
+
+for _module in sorted(m.name for m in pkgutil.iter_modules(__path__) if re.fullmatch(r"s\d\d", m.name)):
+    _checks = {name: value for name, value in vars(importlib.import_module(f".{_module}", __name__)).items()
+               if name.startswith("check_") and callable(value)}
+    globals().update(_checks)
+    __all__ += sorted(_checks)
 
 install_notebook_hooks()
-
-__all__ = [
-    "CheckError", "mine_or_reference",
-    "check_tensor_shape_quiz",
-    "check_project_qkv", "check_attention_scores",
-    "check_dot_product_variance", "check_scaled_attention_scores", "check_softmax", "check_softmax_jacobian",
-    "check_attention", "check_Head",
-    "check_causal_mask", "check_padding_mask", "check_combine_masks", "check_masked_softmax", "check_is_causal",
-    "check_MultiHeadAttention", "check_split_heads", "check_merge_heads", "check_CausalSelfAttention",
-    "check_copy_heads_into",
-]
