@@ -10,6 +10,7 @@
 """
 from __future__ import annotations
 
+import re
 import shutil
 import subprocess
 import sys
@@ -19,7 +20,7 @@ from pathlib import Path
 from utils.checks.codes import markdown_table
 
 from .config import RELEASE_DIR, SOURCE_DIR
-from .notebook_format import canonical, cell_kind, dumps, read
+from .notebook_format import canonical, cell_kind, dumps, exercises, read
 
 ROOT = Path(__file__).resolve().parents[1]
 GENERATED = "# Generated from {src} by `python3 course.py build`. Do not edit: edit the notebook.\n"
@@ -45,15 +46,26 @@ def strip_markers(source: str) -> str:
     return "\n".join(keep).strip("\n")
 
 
-def reference_module(section_id: str, nb: dict) -> tuple[str, list[str]]:
+def relative_imports(source: str, defined_in: dict[str, str]) -> str:
+    """``from utils.reference import Head`` -> ``from .s03_single_head_attention import Head``.
+
+    A notebook imports earlier sections' components from the package; inside the package a
+    module must import its siblings, not the package that is still being imported."""
+    def rewrite(match: re.Match) -> str:
+        names = [n.strip() for n in match.group(2).split(",")]
+        modules = {defined_in[n.split(" as ")[0].strip()] for n in names}
+        if len(modules) != 1:
+            raise ValueError(f"import names from one section per line: {match.group(0)!r}")
+        return f"{match.group(1)}from .{modules.pop()} import {match.group(2)}"
+    return re.sub(r"^(\s*)from utils\.reference import ([^#\n]+?)(?=\s*(#|$))", rewrite, source, flags=re.M)
+
+
+def reference_module(section_id: str, nb: dict, defined_in: dict[str, str]) -> tuple[str, list[str]]:
     """The module text and the graded names it defines."""
-    names, blocks = [], []
+    names, blocks = exercises(nb), []
     for cell in nb["cells"]:
-        kind = cell_kind(cell)
-        if kind == "solution":
-            names.append(cell["metadata"]["nbgrader"]["grade_id"])
-        if kind in ("solution", "export"):
-            blocks.append(strip_markers(cell["source"]))
+        if cell_kind(cell) in ("solution", "export"):
+            blocks.append(relative_imports(strip_markers(cell["source"]), defined_in))
     src = f"{SOURCE_DIR}/{section_id}/{section_id}.ipynb"
     text = GENERATED.format(src=src) + HEADER.format(id=section_id)
     text += f"\n__all__ = {names!r}\n\n\n" + "\n\n\n".join(blocks) + "\n"
@@ -63,8 +75,10 @@ def reference_module(section_id: str, nb: dict) -> tuple[str, list[str]]:
 def reference_files(root: Path = ROOT, only: list[str] | None = None) -> dict[Path, str]:
     """Every generated file of utils/reference and docs (section modules: of ``only``), path -> text."""
     files, init = {}, [GENERATED.format(src=f"{SOURCE_DIR}/") + '"""Reference implementations of every graded exercise."""']
-    for sid in section_ids(root):
-        text, names = reference_module(sid, read(root / SOURCE_DIR / sid / f"{sid}.ipynb"))
+    notebooks = {sid: read(root / SOURCE_DIR / sid / f"{sid}.ipynb") for sid in section_ids(root)}
+    defined_in = {name: module_name(sid) for sid, nb in notebooks.items() for name in exercises(nb)}
+    for sid, nb in notebooks.items():
+        text, names = reference_module(sid, nb, defined_in)
         if only is None or sid in only:
             files[root / "utils" / "reference" / f"{module_name(sid)}.py"] = text
         if names:

@@ -58,6 +58,36 @@ def cell_kind(cell: dict) -> str:
     return cell["cell_type"]
 
 
+# --- what a grade_id says (the one home of these conventions) -------------------------------
+
+def grade_id(cell: dict) -> str:
+    """The cell's nbgrader grade_id ("" for a cell nbgrader does not know)."""
+    return cell.get("metadata", {}).get("nbgrader", {}).get("grade_id", "")
+
+
+def exercises(nb: dict) -> list[str]:
+    """The graded exercises of a notebook: the grade_ids of its solution cells, in order."""
+    return [grade_id(cell) for cell in nb["cells"] if cell_kind(cell) == "solution"]
+
+
+def visible_and_hidden(exercise: str) -> tuple[str, str]:
+    """The grade_ids of an exercise's visible and hidden test cells."""
+    return f"test_{exercise}", f"test_{exercise}_hidden"
+
+
+def exercise_of(test_grade_id: str) -> str | None:
+    """test_softmax -> softmax, test_softmax_hidden -> softmax; None for a cell that is no test."""
+    if not test_grade_id.startswith("test_"):
+        return None
+    return test_grade_id[len("test_"):].removesuffix("_hidden") or None
+
+
+def points(nb: dict) -> dict[str, float]:
+    """grade_id -> points of every graded cell (tests and manually graded answers)."""
+    return {grade_id(c): float(c["metadata"]["nbgrader"]["points"]) for c in nb["cells"]
+            if cell_kind(c) in ("test", "answer")}
+
+
 def make_cell(kind: str, source: str, grade_id: str | None = None, points: int | None = None) -> dict:
     if kind not in KINDS:
         raise ValueError(f"unknown cell kind {kind!r}; expected one of {KINDS}")

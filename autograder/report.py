@@ -36,6 +36,8 @@ from traitlets.config.loader import PyFileConfigLoader
 
 from utils.checks.codes import CODES
 
+from .notebook_format import exercise_of, grade_id, visible_and_hidden
+
 CODE_AT_START = re.compile(r"^\[([A-Za-z0-9_-]+)\]")
 UNREGISTERED = "未登记的代码"
 EXAMPLES = 3      # example students shown per code
@@ -53,13 +55,6 @@ class ReportError(Exception):
 
 # --- reading: one autograded notebook ----------------------------------------------------
 
-def exercise_of(grade_id: str) -> str | None:
-    """test_softmax -> softmax, test_softmax_hidden -> softmax; None for other cells."""
-    if not grade_id.startswith("test_"):
-        return None
-    return grade_id[len("test_"):].removesuffix("_hidden") or None
-
-
 def error_codes(cell: dict, uncoded: bool = True) -> list[str]:
     """The codes of a cell's error outputs: ``[code]`` at the start of evalue; for an error
     without one (a NameError …), its ename, unless ``uncoded`` is False."""
@@ -69,10 +64,6 @@ def error_codes(cell: dict, uncoded: bool = True) -> list[str]:
             match = CODE_AT_START.match(output.get("evalue", ""))
             codes += [match.group(1)] if match else [output.get("ename", "Error")] if uncoded else []
     return codes
-
-
-def grade_id(cell: dict) -> str:
-    return cell.get("metadata", {}).get("nbgrader", {}).get("grade_id", "")
 
 
 def notebook_codes(nb: dict) -> dict[str, list[str]]:
@@ -174,8 +165,8 @@ def read_graded(student: str, scores: dict, notebooks: dict[str, Path]) -> Grade
 
 def cells_of(g: Graded, exercise: str, kind: str) -> list[str]:
     """The test cells of an exercise a student was graded on: kind "visible", "hidden" or "all"."""
-    wanted = {"visible": [f"test_{exercise}"], "hidden": [f"test_{exercise}_hidden"]}
-    ids = wanted.get(kind, wanted["visible"] + wanted["hidden"])
+    visible, hidden = visible_and_hidden(exercise)
+    ids = {"visible": [visible], "hidden": [hidden]}.get(kind, [visible, hidden])
     return [i for i in ids if i in g.scores]
 
 

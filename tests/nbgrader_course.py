@@ -11,7 +11,7 @@ from pathlib import Path
 
 from nbgrader.api import Gradebook
 
-from autograder.notebook_format import cell_kind
+from autograder.notebook_format import cell_kind, grade_id
 
 from .conftest import ROOT
 
@@ -65,7 +65,7 @@ class Course:
 def with_solution(nb: dict, exercise: str, source: str) -> dict:
     """A copy of ``nb`` whose solution cell for ``exercise`` holds ``source``."""
     nb = copy.deepcopy(nb)
-    cells = [c for c in nb["cells"] if c["metadata"].get("nbgrader", {}).get("grade_id") == exercise]
+    cells = [c for c in nb["cells"] if grade_id(c) == exercise]
     assert len(cells) == 1, f"no solution cell {exercise}"
     cells[0]["source"] = source
     return nb

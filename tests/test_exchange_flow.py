@@ -31,6 +31,7 @@ import pytest
 from nbgrader.api import Gradebook
 
 from autograder.config import TEXT_STUB
+from autograder.notebook_format import grade_id, points, visible_and_hidden
 
 from .bugbank import all_variants
 from .conftest import ROOT, load_notebook
@@ -92,21 +93,14 @@ STUDENTS = sorted(PLAN)
 COMMENT = "老师的批注：{student} 的 {cell}"
 
 
-def points(section: str) -> dict[str, float]:
-    """grade_id -> points, from the source notebook's metadata."""
-    return {c["metadata"]["nbgrader"]["grade_id"]: float(c["metadata"]["nbgrader"]["points"])
-            for c in load_notebook("solutions", section)["cells"]
-            if c["metadata"].get("nbgrader", {}).get("grade")}
-
-
 def expected_scores(student: str, section: str) -> dict[str, float]:
     """Every graded cell's score: a right variant earns its visible and hidden test, a wrong
     one or an untouched stub earns nothing; answer cells get the manual score."""
-    full = points(section)
+    full = points(load_notebook("solutions", section))
     expected = {}
     for exercise, variant_id in PLAN[student][section].items():
         right = variant_id is not STUB and BANK[variant_id].expected is None
-        for cell in (f"test_{exercise}", f"test_{exercise}_hidden"):
+        for cell in visible_and_hidden(exercise):
             expected[cell] = full[cell] if right else 0.0
     for cell, (_, score) in ANSWERS[student][section].items():
         expected[cell] = float(score)
@@ -167,7 +161,7 @@ class Student:
             if variant_id is not STUB:
                 nb = with_solution(nb, exercise, BANK[variant_id].source)
         for cell in nb["cells"]:
-            answer = ANSWERS[self.id][section].get(cell["metadata"].get("nbgrader", {}).get("grade_id"))
+            answer = ANSWERS[self.id][section].get(grade_id(cell))
             if answer and answer[0] is not None:
                 cell["source"] = answer[0]
         self.notebook(section).write_text(json.dumps(nb, ensure_ascii=False), encoding="utf-8")
@@ -177,7 +171,7 @@ class Student:
         for section in (S01, S02):
             released = json.loads(self.notebook(section).read_text(encoding="utf-8"))
             assert all(TEXT_STUB in "".join(c["source"]) for c in released["cells"]
-                       if c["metadata"].get("nbgrader", {}).get("grade_id", "").startswith("answer_"))
+                       if grade_id(c).startswith("answer_"))
             self.work_on(section)
             self.nbgrader("submit", section, f"--student={self.id}")
 
@@ -306,7 +300,7 @@ def test_release_collect_grade_feedback_export_through_the_exchange(tmp_path):
     for (student, section), row in rows.items():
         expected = expected_scores(student, section)
         assert float(row["score"]) == float(row["raw_score"]) == sum(expected.values()), (student, section, row)
-        assert float(row["max_score"]) == sum(points(section).values())
+        assert float(row["max_score"]) == sum(points(load_notebook("solutions", section)).values())
         assert row["first_name"] == student.title() and row["email"] == f"{student}@example.edu"
     # The planned totals, spelled out (01: 3+3 auto, 3+2 manual; 02: 2+2+4+2 auto, 2+3 manual).
     assert {k: float(r["score"]) for k, r in rows.items()} == {

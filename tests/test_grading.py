@@ -11,24 +11,13 @@ import shutil
 import pytest
 
 from autograder import grade
+from autograder.notebook_format import exercise_of, exercises, grade_id, points, visible_and_hidden
 
 from .bugbank import all_variants, dependencies
 from .conftest import ROOT, SECTIONS, load_notebook
 from .nbgrader_course import Course, slim, with_solution
 
 BANK = all_variants()
-
-
-def section_exercises(section: str) -> list[str]:
-    nb = load_notebook("solutions", section)
-    return [c["metadata"]["nbgrader"]["grade_id"] for c in nb["cells"]
-            if c["metadata"].get("nbgrader", {}).get("solution") and c["cell_type"] == "code"]
-
-
-def points(section: str) -> dict[str, float]:
-    nb = load_notebook("solutions", section)
-    return {c["metadata"]["nbgrader"]["grade_id"]: c["metadata"]["nbgrader"]["points"]
-            for c in nb["cells"] if c["metadata"].get("nbgrader", {}).get("grade")}
 
 
 # An exercise whose solution calls another exercise of the same notebook (in the learner's
@@ -42,7 +31,7 @@ def plan_submissions(section: str) -> dict[str, dict[str, object]]:
     Each student carries one variant of every exercise. Exercises that depend on others get
     their own students, in which what they depend on is a right variant.
     """
-    by_exercise = {e: [v for v in BANK if v.exercise == e] for e in section_exercises(section)}
+    by_exercise = {e: [v for v in BANK if v.exercise == e] for e in exercises(load_notebook("solutions", section))}
     first_right = {e: next(v for v in vs if v.expected is None) for e, vs in by_exercise.items()}
     dependent = [e for e in by_exercise if DEPENDS.get(e)]
     groups = [[e for e in by_exercise if e not in dependent]] + ([dependent] if dependent else [])
@@ -86,9 +75,8 @@ def error_codes(course: Course, section: str) -> dict[tuple[str, str], list[str]
     codes = {}
     for path in sorted((course.root / "autograded").glob(f"*/{section}/{section}.ipynb")):
         for cell in json.loads(path.read_text(encoding="utf-8"))["cells"]:
-            grade_id = cell["metadata"].get("nbgrader", {}).get("grade_id", "")
-            if grade_id.startswith("test_"):
-                codes[path.parts[-3], grade_id] = [o.get("evalue", "").split("]")[0] for o in cell["outputs"]
+            if exercise_of(grade_id(cell)):
+                codes[path.parts[-3], grade_id(cell)] = [o.get("evalue", "").split("]")[0] for o in cell["outputs"]
                                                    if o.get("output_type") == "error"]
     return codes
 
@@ -108,14 +96,14 @@ def test_bug_bank_through_nbgrader_autograde(section, tmp_path, monkeypatch):
         assert_parallel_grading_agrees(course, Course(tmp_path / "parallel"), section, monkeypatch)
     course.nbgrader("generate_feedback", section)
 
-    scores, full = course.scores(section), points(section)
+    scores, full = course.scores(section), points(load_notebook("solutions", section))
     for student, variants in plan.items():
         html = course.feedback_html(student, section)
         assert "BEGIN HIDDEN TESTS" not in html and "extended=True" not in html
         for exercise, variant in variants.items():
             if any(variants[d].expected for d in DEPENDS.get(exercise, ())):
                 continue  # it calls a wrong variant of another exercise: its score says nothing
-            cells = [g for g in full if g in (f"test_{exercise}", f"test_{exercise}_hidden")]
+            cells = [g for g in visible_and_hidden(exercise) if g in full]
             got = {g: scores[student][g] for g in cells}
             want = {g: 0 if variant.expected and (g.endswith("_hidden") or not variant.fits_visible) else full[g]
                     for g in cells}

@@ -15,9 +15,11 @@ from pathlib import Path
 import pytest
 
 from autograder import grade
+from autograder.notebook_format import points, visible_and_hidden
 
 from .nbgrader_course import Course
-from .test_grading import points, submit_bug_bank
+from .conftest import load_notebook
+from .test_grading import submit_bug_bank
 
 SECTION = "01_qkv_and_scores"
 
@@ -71,12 +73,12 @@ def test_parallel_grading_into_a_postgresql_gradebook(postgres_url, tmp_path, mo
     monkeypatch.chdir(course_root)
     assert grade.main([SECTION, "--jobs", "2"]) == 0
 
-    scores, full = course.scores(SECTION, db_url=postgres_url), points(SECTION)
+    scores, full = course.scores(SECTION, db_url=postgres_url), points(load_notebook("solutions", SECTION))
     assert not (course_root / "gradebook.db").exists(), "nothing may fall back to SQLite"
     assert set(scores) == set(plan) | {"untouched"}
     for student, variants in plan.items():
         for exercise, variant in variants.items():
-            for cell in (f"test_{exercise}", f"test_{exercise}_hidden"):
+            for cell in visible_and_hidden(exercise):
                 hidden_or_wrong = cell.endswith("_hidden") or not variant.fits_visible
                 want = 0 if variant.expected and hidden_or_wrong else full[cell]
                 assert scores[student][cell] == want, f"{student} {cell}"

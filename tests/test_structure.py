@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from autograder import build
-from autograder.notebook_format import cell_kind, dumps, pack, read, unpack
+from autograder.notebook_format import cell_kind, dumps, exercise_of, exercises, grade_id, pack, read, visible_and_hidden, unpack
 from utils.checks.codes import CODES
 
 from .conftest import ROOT, SECTIONS, load_notebook
@@ -40,23 +40,21 @@ def test_sections_are_contracted_ones():
 @pytest.mark.parametrize("section", SECTIONS)
 def test_solution_cells_define_exactly_the_contract(section):
     nb = load_notebook("solutions", section)
-    solutions = [c for c in nb["cells"] if cell_kind(c) == "solution"]
-    graded = [c["metadata"]["nbgrader"]["grade_id"] for c in solutions]
     # The contract's names in order; a section may add numeric self-test questions named quiz_*.
-    assert [n for n in graded if not n.startswith("quiz_")] == CONTRACT[section]
-    for cell in solutions:
+    assert [n for n in exercises(nb) if not n.startswith("quiz_")] == CONTRACT[section]
+    for cell in (c for c in nb["cells"] if cell_kind(c) == "solution"):
         tree = ast.parse(cell["source"])
         defined = [n.name for n in tree.body if isinstance(n, (ast.FunctionDef, ast.ClassDef))]
-        assert defined == [cell["metadata"]["nbgrader"]["grade_id"]], "one public name per solution cell"
+        assert defined == [grade_id(cell)], "one public name per solution cell"
         assert "### BEGIN SOLUTION" in cell["source"] and "### END SOLUTION" in cell["source"]
 
 
 @pytest.mark.parametrize("section", SECTIONS)
 def test_nbgrader_metadata_is_well_formed(section):
     nb = load_notebook("solutions", section)
-    ids = [c["metadata"]["nbgrader"]["grade_id"] for c in nb["cells"] if "nbgrader" in c["metadata"]]
+    ids = [grade_id(c) for c in nb["cells"] if "nbgrader" in c["metadata"]]
     assert len(ids) == len(set(ids)), "duplicate grade_id"
-    names = [c["metadata"]["nbgrader"]["grade_id"] for c in nb["cells"] if cell_kind(c) == "solution"]
+    names = exercises(nb)
     for cell in nb["cells"]:
         kind, meta = cell_kind(cell), cell["metadata"].get("nbgrader")
         if meta is None:
@@ -65,7 +63,7 @@ def test_nbgrader_metadata_is_well_formed(section):
         assert re.fullmatch(r"[A-Za-z0-9_]+", meta["grade_id"])
         if kind == "test":
             assert cell["cell_type"] == "code" and meta["locked"] and meta["points"] > 0
-            assert any(meta["grade_id"].startswith(f"test_{n}") for n in names), meta["grade_id"]
+            assert exercise_of(meta["grade_id"]) in names, meta["grade_id"]
             hidden = "### BEGIN HIDDEN TESTS" in cell["source"]
             assert hidden == meta["grade_id"].endswith("_hidden"), "hidden tests live in their own cell"
         elif kind == "answer":
@@ -74,10 +72,10 @@ def test_nbgrader_metadata_is_well_formed(section):
         else:
             assert kind == "solution" and "points" not in meta
     for name in names:  # every exercise has a visible and a hidden test
-        tests = [i for i in ids if i.startswith(f"test_{name}")]
-        assert f"test_{name}" in tests, f"no visible test for {name}"
+        visible, hidden = visible_and_hidden(name)
+        assert visible in ids, f"no visible test for {name}"
         if section != "00_start_here":
-            assert f"test_{name}_hidden" in tests, f"no hidden test for {name}"
+            assert hidden in ids, f"no hidden test for {name}"
 
 
 @pytest.mark.parametrize("kind", ["solutions", "notebooks"])
@@ -108,6 +106,16 @@ def test_reference_package_and_docs_are_in_sync():
     for path, text in build.reference_files().items():
         assert path.exists() and path.read_text(encoding="utf-8") == text, \
             f"{path.relative_to(ROOT)} is out of date: run `python3 course.py build`"
+
+
+def test_reference_modules_import_their_siblings_not_the_package():
+    """utils.reference.sNN must import on its own, whatever was imported before it."""
+    for path in (ROOT / "utils" / "reference").glob("s*.py"):
+        assert "from utils.reference import" not in path.read_text(encoding="utf-8"), path.name
+    assert build.relative_imports("from utils.reference import Head, attention  # 03\n",
+                                  {"Head": "s03_x", "attention": "s03_x"}) == "from .s03_x import Head, attention  # 03\n"
+    with pytest.raises(ValueError):
+        build.relative_imports("from utils.reference import Head, softmax", {"Head": "s03_x", "softmax": "s02_x"})
 
 
 def test_every_check_code_is_documented_and_used():
