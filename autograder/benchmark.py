@@ -1,40 +1,93 @@
-"""Measure grading throughput on this machine: stock sequential ``nbgrader autograde`` against
-``python -m autograder.grade`` on the same submissions, and the floor of one submission
-(start a kernel and ``import torch``).
+"""The course's benchmark on this machine, printed as a Markdown table the README carries:
 
-    python -m autograder.benchmark --sections 01_qkv_and_scores 03_single_head_attention --students 20
+* every solution notebook top to bottom, and the course total;
+* every learner notebook (stubs failing kindly), and the total;
+* the check functions on the reference implementations (the slowest three);
+* grading throughput: stock sequential ``nbgrader autograde`` against
+  ``python -m autograder.grade`` on the same finished submissions of two sections;
+* the floor of one submission: start a kernel and ``import torch``.
+
+    python -m autograder.benchmark                       # everything (a few minutes)
+    python -m autograder.benchmark --parts notebooks checks
+    python -m autograder.benchmark --parts grading --sections 03_single_head_attention --students 12
 
 Submissions are the learner notebooks with every exercise solved (demos included), so each
-one costs what a real, finished submission costs. Everything happens in a temporary course.
+one costs what a real, finished submission costs. Grading happens in a temporary course.
 """
 from __future__ import annotations
 
 import argparse
+import contextlib
+import datetime
+import io
 import json
 import os
+import platform
 import shutil
 import subprocess
 import sys
 import tempfile
 import time
+from dataclasses import dataclass
 from pathlib import Path
 
 from jupyter_client.manager import start_new_kernel
 
-from .build import ROOT
-from .config import SOURCE_DIR
-from .grade import child_env, nbgrader_cmd
-from .notebook_format import read
+import utils.checks as checks
+from utils import reference
 
+from .build import ROOT, section_ids
+from .config import RELEASE_DIR, SOURCE_DIR
+from .execute import execute
+from .grade import child_env, nbgrader_cmd
+from .notebook_format import cell_kind, exercises, grade_id, read
+
+PARTS = ("notebooks", "checks", "grading", "floor")
+GRADED_SECTIONS = ["01_qkv_and_scores", "03_single_head_attention"]
+
+
+@dataclass
+class Row:
+    what: str
+    value: str
+
+
+# --- notebooks and checks ----------------------------------------------------------------------
+
+def notebook_rows(kind: str) -> list[Row]:
+    """Wall time of every notebook of ``solutions`` or ``notebooks``, then their sum."""
+    rows, total = [], 0.0
+    for section in section_ids():
+        _, seconds = execute(ROOT / kind / section / f"{section}.ipynb", allow_errors=kind == RELEASE_DIR)
+        total += seconds
+        rows.append(Row(f"{kind}/{section}", f"{seconds:.1f} 秒"))
+    return rows + [Row(f"{kind}/ 合计", f"{total:.1f} 秒")]
+
+
+def check_rows(slowest: int = 3) -> list[Row]:
+    """The checks of every exercise on its reference, visible and hidden; the slowest few (CPU time)."""
+    spent = []
+    for section in section_ids():
+        for name in exercises(read(ROOT / SOURCE_DIR / section / f"{section}.ipynb")):
+            check = getattr(checks, f"check_{name}")
+            for extended in (False, True):
+                start = time.process_time()
+                with contextlib.redirect_stdout(io.StringIO()):
+                    check(getattr(reference, name), extended=extended, seed=1)
+                spent.append((time.process_time() - start, f"check_{name}（{'隐藏' if extended else '可见'}）"))
+    spent.sort(reverse=True)
+    return [Row(what, f"{seconds:.2f} 秒 CPU") for seconds, what in spent[:slowest]] + \
+        [Row(f"全部 {len(spent)} 次检查", f"{sum(s for s, _ in spent):.1f} 秒 CPU")]
+
+
+# --- grading -------------------------------------------------------------------------------------
 
 def solved_notebook(released: dict, source: dict) -> dict:
     """The learner notebook with each solution cell replaced by the reference solution."""
-    solutions = {c["metadata"]["nbgrader"]["grade_id"]: c["source"] for c in source["cells"]
-                 if c["metadata"].get("nbgrader", {}).get("solution") and c["cell_type"] == "code"}
+    solutions = {grade_id(c): c["source"] for c in source["cells"] if cell_kind(c) == "solution"}
     for cell in released["cells"]:
-        grade_id = cell["metadata"].get("nbgrader", {}).get("grade_id")
-        if grade_id in solutions:
-            cell["source"] = solutions[grade_id]
+        if grade_id(cell) in solutions:
+            cell["source"] = solutions[grade_id(cell)]
     return released
 
 
@@ -45,7 +98,7 @@ def make_course(root: Path, sections: list[str], students: int) -> None:
         shutil.copytree(ROOT / SOURCE_DIR / section, root / SOURCE_DIR / section)
         subprocess.run(nbgrader_cmd("generate_assignment", section, "--force"), cwd=root, env=child_env(1),
                        check=True, capture_output=True)
-        solved = solved_notebook(read(root / "notebooks" / section / f"{section}.ipynb"),
+        solved = solved_notebook(read(root / RELEASE_DIR / section / f"{section}.ipynb"),
                                  read(root / SOURCE_DIR / section / f"{section}.ipynb"))
         for k in range(students):
             folder = root / "submitted" / f"student{k:02d}" / section
@@ -57,6 +110,23 @@ def timed(cmd: list[str], root: Path, jobs: int) -> float:
     start = time.perf_counter()
     subprocess.run(cmd, cwd=root, env=child_env(jobs), check=True, capture_output=True)
     return time.perf_counter() - start
+
+
+def grading_rows(sections: list[str], students: int, jobs: int) -> list[Row]:
+    """Submissions per minute for each section: stock sequential nbgrader vs autograder.grade."""
+    rows = []
+    with tempfile.TemporaryDirectory() as tmp:
+        for section in sections:
+            sequential, parallel = Path(tmp) / section / "sequential", Path(tmp) / section / "parallel"
+            make_course(sequential, [section], students)
+            shutil.copytree(sequential, parallel)
+            t_seq = timed(nbgrader_cmd("autograde", section, "--force"), sequential, 1)
+            t_par = timed([sys.executable, "-m", "autograder.grade", section, "--jobs", str(jobs)], parallel, jobs)
+            rows += [Row(f"{section}：nbgrader autograde（顺序，{students} 份）",
+                         f"{60 * students / t_seq:.1f} 份/分钟（每份 {t_seq / students:.2f} 秒）"),
+                     Row(f"{section}：autograder.grade --jobs {jobs}",
+                         f"{60 * students / t_par:.1f} 份/分钟（{t_seq / t_par:.2f}×）")]
+    return rows
 
 
 def floor_seconds(repeats: int = 3) -> float:
@@ -72,26 +142,31 @@ def floor_seconds(repeats: int = 3) -> float:
     return best
 
 
+# --- the table -------------------------------------------------------------------------------------
+
+def table(rows: list[Row]) -> str:
+    header = (f"测量于 {datetime.date.today().isoformat()}，{os.cpu_count()} 个 CPU 核，"
+              f"{platform.system()} {platform.machine()}，Python {platform.python_version()}\n\n")
+    return header + "| 项目 | 结果 |\n|---|---|\n" + "".join(f"| {r.what} | {r.value} |\n" for r in rows)
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--sections", nargs="+", default=["01_qkv_and_scores", "03_single_head_attention"])
-    parser.add_argument("--students", type=int, default=20)
+    parser.add_argument("--parts", nargs="+", choices=PARTS, default=list(PARTS))
+    parser.add_argument("--sections", nargs="+", default=GRADED_SECTIONS, help="sections whose grading is timed")
+    parser.add_argument("--students", type=int, default=12)
     parser.add_argument("--jobs", type=int, default=os.cpu_count() or 1)
     args = parser.parse_args(argv)
-    with tempfile.TemporaryDirectory() as tmp:
-        sequential, parallel = Path(tmp) / "sequential", Path(tmp) / "parallel"
-        make_course(sequential, args.sections, args.students)
-        shutil.copytree(sequential, parallel)
-        n = len(args.sections) * args.students
-        t_seq = sum(timed(nbgrader_cmd("autograde", s, "--force"), sequential, 1) for s in args.sections)
-        t_par = sum(timed([sys.executable, "-m", "autograder.grade", s, "--jobs", str(args.jobs)], parallel, args.jobs)
-                    for s in args.sections)
-    floor = floor_seconds()
-    print(f"{n} 份提交（{', '.join(args.sections)}，每节 {args.students} 份），{os.cpu_count()} 个 CPU 核：")
-    print(f"  nbgrader autograde（顺序）      {t_seq:7.1f} 秒  {60 * n / t_seq:6.1f} 份/分钟  每份 {t_seq / n:.2f} 秒")
-    print(f"  autograder.grade --jobs {args.jobs}     {t_par:7.1f} 秒  {60 * n / t_par:6.1f} 份/分钟  "
-          f"加速 {t_seq / t_par:.2f}×")
-    print(f"  下限：启动内核 + import torch  {floor:.2f} 秒/份（顺序评分时每份是它的 {t_seq / n / floor:.1f} 倍）")
+    rows: list[Row] = []
+    if "notebooks" in args.parts:
+        rows += notebook_rows(SOURCE_DIR) + notebook_rows(RELEASE_DIR)
+    if "checks" in args.parts:
+        rows += check_rows()
+    if "grading" in args.parts:
+        rows += grading_rows(args.sections, args.students, args.jobs)
+    if "floor" in args.parts:
+        rows.append(Row("下限：启动内核 + import torch", f"{floor_seconds():.2f} 秒/份"))
+    print(table(rows))
     return 0
 
 

@@ -16,7 +16,8 @@ from utils.checks.codes import CODES
 
 from .conftest import ROOT, SECTIONS, load_notebook
 
-# The exercise contract (COURSE_SPEC.md): graded names per section, in notebook order.
+# The exercise contract: the graded names of each section, in notebook order. References, stubs,
+# checks and hidden tests all speak of these names, so they never change.
 CONTRACT = {
     "00_start_here": ["tensor_shape_quiz"],
     "01_qkv_and_scores": ["project_qkv", "attention_scores"],

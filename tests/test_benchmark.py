@@ -1,0 +1,25 @@
+"""The benchmark's cheap parts run and print the Markdown table the README carries."""
+from __future__ import annotations
+
+import re
+
+from autograder import benchmark
+
+
+def test_check_timings_table(capsys):
+    assert benchmark.main(["--parts", "checks"]) == 0
+    out = capsys.readouterr().out
+    assert out.startswith("测量于 ") and "个 CPU 核" in out and "| 项目 | 结果 |" in out
+    timed = [float(s) for s in re.findall(r"\| check_\w+（(?:可见|隐藏)） \| ([\d.]+) 秒 CPU \|", out)]
+    assert len(timed) == 3 and timed == sorted(timed, reverse=True), "the slowest three, slowest first"
+    assert re.search(r"\| 全部 \d+ 次检查 \| [\d.]+ 秒 CPU \|", out)
+
+
+def test_solved_notebook_puts_the_reference_into_every_solution_cell():
+    def cell(grade_id, source, solution=True):
+        return {"cell_type": "code", "source": source,
+                "metadata": {"nbgrader": {"grade_id": grade_id, "solution": solution, "grade": not solution}}}
+    released = {"cells": [cell("f", "raise NotImplementedError"), cell("test_f", "check_f(f)", solution=False)]}
+    source = {"cells": [cell("f", "def f(): return 1"), cell("test_f", "check_f(f)  # hidden too", solution=False)]}
+    solved = benchmark.solved_notebook(released, source)
+    assert [c["source"] for c in solved["cells"]] == ["def f(): return 1", "check_f(f)"]
