@@ -15,6 +15,7 @@ import shutil
 import subprocess
 import sys
 import tempfile
+import textwrap
 from pathlib import Path
 
 from utils.checks.codes import markdown_table
@@ -23,14 +24,13 @@ from .config import RELEASE_DIR, SOURCE_DIR
 from .notebook_format import canonical, cell_kind, dumps, exercises, read
 
 ROOT = Path(__file__).resolve().parents[1]
-GENERATED = "# Generated from {src} by `python3 course.py build`. Do not edit: edit the notebook.\n"
+GENERATED = "# Generated from {src}\n# by `python3 course.py build`. Do not edit: edit the notebook.\n"
 HEADER = '''"""Reference implementations of section {id} (the solution cells of its notebook)."""
-import math
-
-import torch
-import torch.nn as nn
-import torch.nn.functional as F
 '''
+# The names every notebook's first cell imports, so solution cells may use them: a module
+# imports those its code uses.
+NOTEBOOK_IMPORTS = [("import math", r"\bmath\."), ("import torch", r"\btorch\."),
+                    ("import torch.nn as nn", r"\bnn\."), ("import torch.nn.functional as F", r"\bF\.")]
 
 
 def section_ids(root: Path = ROOT) -> list[str]:
@@ -67,23 +67,33 @@ def reference_module(section_id: str, nb: dict, defined_in: dict[str, str]) -> t
         if cell_kind(cell) in ("solution", "export"):
             blocks.append(relative_imports(strip_markers(cell["source"]), defined_in))
     src = f"{SOURCE_DIR}/{section_id}/{section_id}.ipynb"
-    text = GENERATED.format(src=src) + HEADER.format(id=section_id)
-    text += f"\n__all__ = {names!r}\n\n\n" + "\n\n\n".join(blocks) + "\n"
+    body = "\n\n\n".join(blocks)
+    imports = [line for line, used in NOTEBOOK_IMPORTS if re.search(used, body)]
+    stdlib, third_party = [i for i in imports if "torch" not in i], [i for i in imports if "torch" in i]
+    import_block = "\n\n".join("\n".join(group) for group in (stdlib, third_party) if group)
+    text = GENERATED.format(src=src) + HEADER.format(id=section_id) + import_block
+    text += f"\n\n__all__ = {names!r}\n\n\n" + body + "\n"
     return text, names
+
+
+def wrapped(line: str) -> str:
+    return textwrap.fill(line, width=110, subsequent_indent="    ", break_on_hyphens=False, break_long_words=False)
 
 
 def reference_files(root: Path = ROOT, only: list[str] | None = None) -> dict[Path, str]:
     """Every generated file of utils/reference and docs (section modules: of ``only``), path -> text."""
-    files, init = {}, [GENERATED.format(src=f"{SOURCE_DIR}/") + '"""Reference implementations of every graded exercise."""']
     notebooks = {sid: read(root / SOURCE_DIR / sid / f"{sid}.ipynb") for sid in section_ids(root)}
     defined_in = {name: module_name(sid) for sid, nb in notebooks.items() for name in exercises(nb)}
+    files, imports = {}, []
     for sid, nb in notebooks.items():
         text, names = reference_module(sid, nb, defined_in)
         if only is None or sid in only:
             files[root / "utils" / "reference" / f"{module_name(sid)}.py"] = text
         if names:
-            init.append(f"from .{module_name(sid)} import {', '.join(names)}  # noqa: F401")
-    files[root / "utils" / "reference" / "__init__.py"] = "\n".join(init) + "\n"
+            imports.append(wrapped(f"from .{module_name(sid)} import ({', '.join(names)})"))
+    init = (GENERATED.format(src=f"{SOURCE_DIR}/") + '"""Reference implementations of every graded exercise."""\n'
+            + "\n".join(imports) + "\n\n" + wrapped(f"__all__ = {sorted(defined_in)!r}") + "\n")
+    files[root / "utils" / "reference" / "__init__.py"] = init
     files[root / "docs" / "misconceptions.md"] = (
         "# 检查代码一览：误区 → 提示\n\n<!-- Generated from utils/checks/codes.py by "
         "`python3 course.py build`. Do not edit. -->\n\n" + markdown_table())
