@@ -10,6 +10,7 @@
 """
 from __future__ import annotations
 
+import ast
 import re
 import shutil
 import subprocess
@@ -29,8 +30,8 @@ HEADER = '''"""Reference implementations of section {id} (the solution cells of 
 '''
 # The names every notebook's first cell imports, so solution cells may use them: a module
 # imports those its code uses.
-NOTEBOOK_IMPORTS = [("import math", r"\bmath\."), ("import torch", r"\btorch\."),
-                    ("import torch.nn as nn", r"\bnn\."), ("import torch.nn.functional as F", r"\bF\.")]
+NOTEBOOK_IMPORTS = {"math": "import math", "torch": "import torch", "nn": "import torch.nn as nn",
+                    "F": "import torch.nn.functional as F"}
 
 
 def section_ids(root: Path = ROOT) -> list[str]:
@@ -68,7 +69,8 @@ def reference_module(section_id: str, nb: dict, defined_in: dict[str, str]) -> t
             blocks.append(relative_imports(strip_markers(cell["source"]), defined_in))
     src = f"{SOURCE_DIR}/{section_id}/{section_id}.ipynb"
     body = "\n\n\n".join(blocks)
-    imports = [line for line, used in NOTEBOOK_IMPORTS if re.search(used, body)]
+    used = {node.id for node in ast.walk(ast.parse(body)) if isinstance(node, ast.Name)}
+    imports = [line for name, line in NOTEBOOK_IMPORTS.items() if name in used]
     stdlib, third_party = [i for i in imports if "torch" not in i], [i for i in imports if "torch" in i]
     import_block = "\n\n".join("\n".join(group) for group in (stdlib, third_party) if group)
     text = GENERATED.format(src=src) + HEADER.format(id=section_id) + import_block

@@ -43,7 +43,8 @@ UNREGISTERED = "未登记的代码"
 EXAMPLES = 3      # example students shown per code
 TOP_SUMMARY = 5   # codes printed to stdout
 TOP_FIGURE = 10   # codes drawn in the figure
-EXERCISE_HEADER = ["练习", "提交数", "通过人数", "通过率", "仅可见测试通过率", "仅隐藏测试通过率", "平均得分", "满分", "得分分布"]
+EXERCISE_HEADER = ["练习", "提交数", "通过人数", "通过率", "仅可见测试通过率", "仅隐藏测试通过率",
+                   "平均得分", "满分", "得分分布"]
 CODE_HEADER = ["练习", "代码", "人数", "占提交比例", "示例学生", "可能的误区", "提示"]
 STUDENT_HEADER = ["学生", "状态", "自动评分得分", "满分", "通过的练习", "误区代码"]
 PASS_NOTE = "通过 = 该练习的全部测试单元格（可见与隐藏）都拿到满分；每名学生每个练习每个代码只计一次。"
@@ -351,7 +352,8 @@ def summary(results: ClassResults, exercises: list[ExerciseStats], codes: list[C
     totals = [points(g)[0] for g in results.graded]
     lines = [f"【{results.section} 班级误区报告】" + graded_text(results),
              "通过率（全部 / 仅可见测试 / 仅隐藏测试）："]
-    lines += [f"  {s.exercise:<28}" + " / ".join(f"{percent(r):>7}" for r in (s.pass_rate, s.visible_rate, s.hidden_rate))
+    lines += [f"  {s.exercise:<28}" + " / ".join(f"{percent(r):>7}"
+                                                  for r in (s.pass_rate, s.visible_rate, s.hidden_rate))
               for s in exercises]
     lines.append(f"自动评分得分：平均 {statistics.mean(totals):.2f} / {full_points(results):g}，"
                  f"中位数 {statistics.median(totals):g}，最低 {min(totals):g}，最高 {max(totals):g}")

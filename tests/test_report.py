@@ -153,7 +153,8 @@ def test_report_of_a_simulated_class(tmp_path, monkeypatch, capsys):
     assert {k: int(r["人数"]) for k, r in rows.items()} == {k: len(v) for k, v in EXPECTED_CODES.items()}
     wt = rows["project_qkv", "weights-transposed"]
     assert (wt["示例学生"], wt["可能的误区"], wt["提示"]) == ("ana、bo、cai", *CODES["weights-transposed"])
-    assert {r["学生"]: r["状态"] for r in read_csv(out / "students.csv")}["ivy"] == "autograded/ 中没有批改后的 notebook"
+    status = {r["学生"]: r["状态"] for r in read_csv(out / "students.csv")}
+    assert status["ivy"] == "autograded/ 中没有批改后的 notebook"
     page = (out / "report.html").read_text(encoding="utf-8")
     assert 'src="data:image/png;base64,iVBOR' in page
     assert all(text in page for text in (CODES["qk-swapped"][0], CODES["wrong-shape"][1], "ivy", "62.5%"))

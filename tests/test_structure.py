@@ -6,12 +6,12 @@ import ast
 import json
 import re
 import tomllib
-from pathlib import Path
 
 import pytest
 
 from autograder import build
-from autograder.notebook_format import cell_kind, dumps, exercise_of, exercises, grade_id, pack, read, visible_and_hidden, unpack
+from autograder.notebook_format import (cell_kind, dumps, exercise_of, exercises, grade_id, pack, read, unpack,
+                                        visible_and_hidden)
 from utils.checks.codes import CODES
 
 from .conftest import ROOT, SECTIONS, load_notebook
@@ -113,8 +113,9 @@ def test_reference_modules_import_their_siblings_not_the_package():
     """utils.reference.sNN must import on its own, whatever was imported before it."""
     for path in (ROOT / "utils" / "reference").glob("s*.py"):
         assert "from utils.reference import" not in path.read_text(encoding="utf-8"), path.name
-    assert build.relative_imports("from utils.reference import Head, attention  # 03\n",
-                                  {"Head": "s03_x", "attention": "s03_x"}) == "from .s03_x import Head, attention  # 03\n"
+    rewritten = build.relative_imports("from utils.reference import Head, attention  # 03\n",
+                                       {"Head": "s03_x", "attention": "s03_x"})
+    assert rewritten == "from .s03_x import Head, attention  # 03\n"
     with pytest.raises(ValueError):
         build.relative_imports("from utils.reference import Head, softmax", {"Head": "s03_x", "softmax": "s02_x"})
 
