@@ -4,6 +4,7 @@
     python3 course.py lab      set up .venv (first time only) and open JupyterLab on the course
     python3 course.py test     set up .venv with test tools and run the whole test suite
     python3 course.py build    regenerate utils/reference/ and notebooks/ from solutions/
+    python3 course.py progress where am I: every exercise of your notebooks passed, failed or not started
     python3 course.py setup    only create / update .venv
 
 Only the standard library is used here, so it runs on a bare Python >= 3.10.
@@ -11,6 +12,7 @@ Only the standard library is used here, so it runs on a bare Python >= 3.10.
 from __future__ import annotations
 
 import hashlib
+import json
 import os
 import subprocess
 import sys
@@ -51,8 +53,21 @@ def setup(extras: str = "dev") -> Path:
     return python
 
 
+# JupyterLab defaults for the course: a zh-CN page, so browsers draw the Chinese text with the
+# Simplified Chinese glyphs of a CJK font (Noto Sans CJK, for one, otherwise shows its Japanese ones).
+LAB_DEFAULTS = {"@jupyterlab/translation-extension:plugin": {"locale": "zh_CN"}}
+
+
+def write_lab_defaults(config_dir: Path) -> None:
+    """Write LAB_DEFAULTS where JupyterLab reads default settings in ``config_dir``."""
+    target = config_dir / "labconfig" / "default_setting_overrides.json"
+    target.parent.mkdir(parents=True, exist_ok=True)
+    target.write_text(json.dumps(LAB_DEFAULTS, indent=2) + "\n", encoding="utf-8")
+
+
 def lab(args: list[str]) -> None:
     python = setup()
+    write_lab_defaults(VENV / "etc" / "jupyter")  # the environment's own config directory
     cmd = [python, "-m", "jupyter", "lab", f"--ServerApp.root_dir={ROOT}", FIRST_NOTEBOOK]
     if hasattr(os, "geteuid") and os.geteuid() == 0:
         cmd.append("--allow-root")
@@ -61,7 +76,9 @@ def lab(args: list[str]) -> None:
 
 def test(args: list[str]) -> None:
     python = setup()
-    run(python, "-m", "pytest", "-n", "auto", "--dist", "loadgroup", *args)
+    # worksteal: a worker that runs out of tests takes some from a busy one (notebook and grading
+    # tests take minutes; most take milliseconds)
+    run(python, "-m", "pytest", "-n", "auto", "--dist", "worksteal", *args)
 
 
 def build(args: list[str]) -> None:
@@ -69,7 +86,13 @@ def build(args: list[str]) -> None:
     run(python, "-m", "autograder.build", *args)
 
 
-COMMANDS = {"setup": lambda a: setup(), "lab": lab, "test": test, "build": build}
+def progress() -> None:
+    python = setup()
+    run(python, "-m", "utils.progress")
+
+
+COMMANDS = {"setup": lambda _args: setup(), "lab": lab, "test": test, "build": build,
+            "progress": lambda _args: progress()}
 
 if __name__ == "__main__":
     if len(sys.argv) < 2 or sys.argv[1] not in COMMANDS:

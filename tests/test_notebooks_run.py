@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import pytest
 
+from autograder.execute import errors, execute, stream_text
+
 from .conftest import SECTIONS, notebook_path
-from .notebook_runner import errors, execute, stream_text
 
 BUDGET_SECONDS = {"00_start_here": 30, "01_qkv_and_scores": 30, "02_scaling_and_softmax": 30,
                   "03_single_head_attention": 30, "04_masks": 45, "05_multi_head_attention": 45,
@@ -25,7 +26,7 @@ def test_solution_notebook_runs_and_passes_its_checks(section):
     test_cells = [c for c in nb.cells if c.metadata.get("nbgrader", {}).get("grade") and c.cell_type == "code"]
     for cell in test_cells:
         if "HIDDEN TESTS" not in cell.source:
-            assert "✅" in stream_text(cell), f"check cell printed no pass line: {cell.source!r}"
+            assert "✓" in stream_text(cell), f"check cell printed no pass line: {cell.source!r}"
         assert not stream_text(cell, "stderr"), "stderr in a graded cell costs points in nbgrader"
     print(f"{section}: {seconds:.1f} s")
     assert seconds <= BUDGET_SECONDS[section], f"{section} took {seconds:.1f} s"

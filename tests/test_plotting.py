@@ -13,7 +13,8 @@ import torch  # noqa: E402
 
 from utils.plotting import heatmap, setup_chinese_font  # noqa: E402
 
-ARTIFACTS = Path(__file__).resolve().parents[1] / "test-artifacts"
+ROOT = Path(__file__).resolve().parents[1]
+ARTIFACTS = ROOT / "test-artifacts"
 LABELS = ["小明", "把", "钥匙", "放进", "口袋"]
 
 
@@ -57,3 +58,46 @@ def test_without_the_cjk_font_the_same_figure_would_show_boxes():
 def test_font_is_registered_with_matplotlib(family):
     setup_chinese_font()
     assert family in {f.name for f in matplotlib.font_manager.fontManager.ttflist}
+
+
+SLIDER_NOTEBOOK = [
+    "import ipywidgets as widgets, matplotlib.pyplot as plt\n"
+    "from utils.widgets import explore\n"
+    "def draw(n):\n"
+    "    print(f'n = {n}')\n"
+    "    fig, ax = plt.subplots(figsize=(2, 2))\n"
+    "    ax.bar(range(n), range(n))\n"
+    "    return fig\n"
+    "slider = widgets.IntSlider(value=2, min=1, max=5)\n"
+    "box = explore(draw, n=slider)",
+    "slider.value = 5",
+]
+
+
+def run_cells(sources: list[str]):
+    import nbformat
+    from nbclient import NotebookClient
+
+    nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell(s) for s in sources])
+    NotebookClient(nb, timeout=60, kernel_name="python3", resources={"metadata": {"path": str(ROOT)}}).execute()
+    return nb
+
+
+def outputs_with(cell, mime: str) -> list[dict]:
+    return [o for o in cell.outputs if mime in o.get("data", {})]
+
+
+@pytest.mark.slow
+def test_moving_a_control_redraws_the_figure_in_place():
+    """The kernel's display updates, as JupyterLab applies them (nbclient does the same):
+    one text and one figure above the controls, replaced — not a second figure below them."""
+    nb = run_cells(SLIDER_NOTEBOOK)
+    explore_cell, move_cell = nb.cells
+    images = outputs_with(explore_cell, "image/png")
+    texts = [o["data"]["text/plain"] for o in explore_cell.outputs
+             if set(o.get("data", {})) == {"text/plain"}]
+    assert len(images) == 1, "one figure"
+    assert texts == ["n = 5"], "the printed text is redrawn too"
+    assert move_cell.outputs == [], "nothing is drawn below the controls"
+    fresh = run_cells(SLIDER_NOTEBOOK[:1]).cells[0]
+    assert outputs_with(fresh, "image/png")[0]["data"] != images[0]["data"], "the figure was redrawn"

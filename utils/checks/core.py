@@ -12,6 +12,7 @@ import re
 import sys
 import time
 import traceback
+import unicodedata
 import warnings
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -23,6 +24,17 @@ from .codes import describe
 
 _PACKAGE_DIR = Path(__file__).resolve().parents[1]
 _PASSED: dict[str, object] = {}  # name -> the candidate that last passed its check
+# Marks that every machine draws: DejaVu Sans / Sans Mono have them (✅ / ❌ need a colour-emoji font).
+PASS_MARK, FAIL_MARK = "✓", "✗"
+
+
+def joined(subject: str, rest: str) -> str:
+    """``subject`` then ``rest``: Chinese runs on without a space, ASCII keeps one ("q 数值不对").
+
+    A wide (CJK) last character of ``subject`` takes no space: "时的输出数值不对", "（B, T）的形状".
+    """
+    wide = bool(subject) and unicodedata.east_asian_width(subject[-1]) in "WF"
+    return f"{subject}{rest}" if wide else f"{subject} {rest}"
 
 
 def _callables(namespace, names=None) -> dict[str, object]:
@@ -71,7 +83,7 @@ class CheckError(AssertionError):
         super().__init__(f"[{code}] {finding}\n  可能的误区：{misconception}\n  提示：{hint}")
 
     def _render_traceback_(self) -> list[str]:
-        return [f"\x1b[31m❌ [{self.code}] {self.finding}\x1b[0m",
+        return [f"\x1b[31m{FAIL_MARK} [{self.code}] {self.finding}\x1b[0m",
                 f"   可能的误区：{self.misconception}",
                 f"   提示：{self.hint}"]
 
@@ -80,7 +92,7 @@ def _explain_name_error(shell, etype, value, tb, tb_offset=None):
     """IPython hook: a NameError in a notebook says, in Chinese, what usually causes it."""
     shell.showtraceback((etype, value, tb), tb_offset=tb_offset)
     name = getattr(value, "name", None) or str(value)
-    print(f"💡 {name!s} 还没有定义：先运行定义它的单元格；如果那个单元格报错了，先修好它。")
+    print(f"提示：{name!s} 还没有定义。先运行定义它的单元格；如果那个单元格报错了，先修好它。")
     return None
 
 
@@ -144,7 +156,7 @@ def check(name: str):
             finally:
                 torch.set_num_threads(threads)
             _PASSED[name] = candidate
-            print(f"✅ {name} 通过全部检查（{time.perf_counter() - start:.2f} 秒）")
+            print(f"{PASS_MARK} {name} 通过全部检查（{time.perf_counter() - start:.2f} 秒）")
         return wrapper
     return decorate
 
@@ -195,7 +207,7 @@ def close(got, want, atol: float = 1e-5, rtol: float = 1e-4) -> bool:
 
 def require_tensor(got, what: str) -> torch.Tensor:
     if not isinstance(got, torch.Tensor):
-        raise CheckError("wrong-type", f"{what} 应该是 torch.Tensor，实际得到 {type(got).__name__}。")
+        raise CheckError("wrong-type", joined(what, f"应该是 torch.Tensor，实际得到 {type(got).__name__}。"))
     return got
 
 
@@ -214,13 +226,13 @@ def expect(got, want: torch.Tensor, what: str, misconceptions: Sequence[tuple[st
             raise CheckError(code, f"{what}，与下面这个误区算出的结果完全一致。")
     got = require_tensor(got, what)
     if got.shape != want.shape:
-        raise CheckError("wrong-shape", f"{what} 的形状应为 {tuple(want.shape)}，实际是 {tuple(got.shape)}。")
+        raise CheckError("wrong-shape", joined(what, f"的形状应为 {tuple(want.shape)}，实际是 {tuple(got.shape)}。"))
     if not torch.isfinite(got).all() and torch.isfinite(want).all():
-        raise CheckError("nan-output", f"{what} 含有 NaN/inf（参考结果全是有限值）。")
+        raise CheckError("nan-output", joined(what, "含有 NaN/inf（参考结果全是有限值）。"))
     diff = (got.detach().double() - want.double()).abs()
     worst = tuple(int(i) for i in torch.unravel_index(diff.argmax(), diff.shape))
-    raise CheckError("wrong", f"{what} 数值不对：在下标 {worst} 处应为 {want[worst].item():.5g}，"
-                              f"实际是 {got[worst].item():.5g}（最大误差 {diff.max().item():.3g}）。")
+    raise CheckError("wrong", joined(what, f"数值不对：在下标 {worst} 处应为 {want[worst].item():.5g}，"
+                                           f"实际是 {got[worst].item():.5g}（最大误差 {diff.max().item():.3g}）。"))
 
 
 def call_pure(candidate: Callable, *args, **kwargs):

@@ -1,0 +1,52 @@
+"""Check messages read right: marks every machine can draw, no stray space inside Chinese."""
+from __future__ import annotations
+
+from pathlib import Path
+
+import matplotlib
+import pytest
+import torch
+from matplotlib.ft2font import FT2Font
+
+from utils.checks.core import FAIL_MARK, PASS_MARK, CheckError, check, expect, joined
+from utils.progress import MARKS
+
+# DejaVu Sans Mono: shipped with matplotlib and with every common Linux desktop, and a fallback
+# of JupyterLab's code font stack; it has no colour emoji.
+DEJAVU_MONO = Path(matplotlib.get_data_path()) / "fonts" / "ttf" / "DejaVuSansMono.ttf"
+
+
+def drawable(text: str) -> bool:
+    charmap = FT2Font(str(DEJAVU_MONO)).get_charmap()
+    return all(ord(ch) in charmap for ch in text)
+
+
+def test_marks_are_in_a_font_every_machine_has():
+    assert drawable(PASS_MARK + FAIL_MARK + "".join(MARKS.values()))
+    assert not drawable("✅❌💡"), "negative control: the emoji marks need a colour-emoji font"
+
+
+@pytest.mark.parametrize(("subject", "rest", "message"), [
+    ("T=4 时的输出", "数值不对", "T=4 时的输出数值不对"),
+    ("scores (2, 3)（第 0 行全被屏蔽）", "的形状应为 (2,)", "scores (2, 3)（第 0 行全被屏蔽）的形状应为 (2,)"),
+    ("q", "数值不对", "q 数值不对"),
+    ("merge(split(x))", "含有 NaN/inf", "merge(split(x)) 含有 NaN/inf"),
+])
+def test_chinese_runs_on_without_a_space_ascii_keeps_one(subject, rest, message):
+    assert joined(subject, rest) == message
+
+
+def test_a_wrong_value_is_reported_without_a_stray_space():
+    with pytest.raises(CheckError) as caught:
+        expect(torch.ones(3), torch.zeros(3), "B=2, T=3 时的输出")
+    assert caught.value.finding.startswith("B=2, T=3 时的输出数值不对：在下标 (0,) 处应为 0")
+    assert caught.value._render_traceback_()[0].startswith(f"\x1b[31m{FAIL_MARK} [wrong] ")
+
+
+def test_pass_line_uses_the_pass_mark(capsys):
+    @check("always_right")
+    def check_always_right(candidate):
+        pass
+
+    check_always_right(lambda: None)
+    assert capsys.readouterr().out.startswith(f"{PASS_MARK} always_right 通过全部检查")
