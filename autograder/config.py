@@ -29,6 +29,10 @@ def configure(c, course_root: str | None = None) -> None:
         "nbgrader.preprocessors.OverwriteCells",
         "nbgrader.preprocessors.CheckCellMetadata",
     ]
+    # Student code runs in kernels sealed by bubblewrap (autograder/sandbox.py): no access to
+    # solutions/, the gradebook, other students or the grader; without bwrap it warns and runs
+    # unsandboxed (docs/instructor_guide.md §6.3). Only grading: learners' JupyterLab is not.
+    c.ResilientExecute.sandbox = True
     # Execution that survives a killed or hung kernel, then the integrity scan (see
     # autograder/preprocessors.py); otherwise nbgrader's own autograde pipeline.
     c.Autograde.autograde_preprocessors = [

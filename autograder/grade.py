@@ -7,13 +7,16 @@
 ``--jobs`` worker processes (default: one per core) each import nbgrader once and then run
 nbgrader's own autograde (``NbGraderAPI.autograde``, the same converter and configuration as
 ``nbgrader autograde``) for one student after another, so results are exactly nbgrader's
-while the ~2 s start-up is paid once per worker, not once per student. Each worker runs under
-a memory limit (RLIMIT_AS, inherited by the kernels it starts); a submission that runs past
-the wall-clock limit gets its worker (and kernel) killed and replaced.
+while the ~2 s start-up is paid once per worker, not once per student. Each worker runs in
+its own session under a memory limit (RLIMIT_AS, set by the worker itself and inherited by the
+kernels it starts); a submission that runs past the wall-clock limit gets its worker (and
+kernel) killed and replaced. Kernels run sealed in bubblewrap (autograder/sandbox.py).
 
 Nothing is lost: a submission nbgrader cannot read (invalid JSON, truncated, missing) or fails
 on is kept as ``*.broken`` and replaced by the released notebook with a Chinese note on top,
-so the student still gets a grade (0) and feedback that says why. Run from the course root.
+so the student still gets a grade (0) and feedback that says why. Every path comes from
+nbgrader's CourseDirectory (run from the course root, as nbgrader itself). The exit status is
+1 when some submission could not be graded at all.
 """
 from __future__ import annotations
 
@@ -34,11 +37,13 @@ from pathlib import Path
 
 import nbformat
 
-from .config import RELEASE_DIR
+from nbgrader.coursedir import CourseDirectory
+
+from . import sandbox
 
 SQLITE_BUSY_SECONDS = 120
 TRIES_AS_SUBMITTED = 2  # a failure may be passing (a lock, a lost reply): try again before giving up
-BROKEN_NOTE = ("> ⚠️ **评分说明**：你提交的 `{name}` 无法被自动评分（{why}）。"
+BROKEN_NOTE = ("> **评分说明**：你提交的 `{name}` 无法被自动评分（{why}）。"
                "评分时用空白的作业 notebook 代替了它，所以本次自动评分为 0 分。"
                "原文件已保留为 `{name}.broken`，请联系老师。")
 
@@ -71,34 +76,56 @@ def child_env(jobs: int) -> dict[str, str]:
     return env
 
 
-def limit_memory(megabytes: int):
-    def apply() -> None:
-        os.setsid()  # own process group: killing it takes the worker's kernel along
-        limit = megabytes * 1024 * 1024
-        try:
-            resource.setrlimit(resource.RLIMIT_AS, (limit, limit))
-        except (ValueError, OSError):  # e.g. macOS refuses RLIMIT_AS: grade without the cap
-            pass
-    return apply
+def limit_memory(megabytes: int) -> None:
+    """Cap this process and the kernels it starts (called by the worker itself)."""
+    limit = megabytes * 1024 * 1024
+    try:
+        resource.setrlimit(resource.RLIMIT_AS, (limit, limit))
+    except (ValueError, OSError):  # e.g. macOS refuses RLIMIT_AS: grade without the cap
+        pass
 
 
-def repair_unreadable(root: Path, section: str, student: str) -> str:
+def course_app():
+    """nbgrader's autograde app, configured exactly like the ``nbgrader autograde`` command."""
+    from nbgrader.apps.autogradeapp import AutogradeApp
+
+    app = AutogradeApp()
+    app.initialize(["--log-level=WARN"])  # reads nbgrader_config.py like the CLI
+    return app
+
+
+def warn_if_unsealed(config) -> None:
+    """Say so when the course asks for sandboxed kernels and this machine cannot give them."""
+    reason = sandbox.unavailable_reason()
+    if config.ResilientExecute.get("sandbox", True) and reason:
+        print(sandbox.FALLBACK_WARNING % reason, file=sys.stderr)
+
+
+def submitted_notebook(coursedir: CourseDirectory, section: str, student: str) -> Path:
+    return Path(coursedir.format_path(coursedir.submitted_directory, student, section)) / f"{section}.ipynb"
+
+
+def released_notebook(coursedir: CourseDirectory, section: str) -> Path:
+    return Path(coursedir.format_path(coursedir.release_directory, ".", section)) / f"{section}.ipynb"
+
+
+def repair_unreadable(coursedir: CourseDirectory, section: str, student: str) -> str:
     """Make the submission gradable; return what was wrong with it ("" when nothing was).
 
     Duplicate or missing cell ids (a pasted cell) are repaired in place; a file that is no
     notebook at all (invalid JSON, truncated, missing) is replaced by the released notebook.
     """
-    notebook = root / "submitted" / student / section / f"{section}.ipynb"
+    notebook = submitted_notebook(coursedir, section, student)
     why = "文件不存在" if not notebook.exists() else _normalize_in_place(notebook)
-    return replace_with_released(root, section, student, why) if why else ""
+    return replace_with_released(coursedir, section, student, why) if why else ""
 
 
-def replace_with_released(root: Path, section: str, student: str, why: str) -> str:
+def replace_with_released(coursedir: CourseDirectory, section: str, student: str, why: str) -> str:
     """Keep the submission as ``*.broken``; grade the released notebook with a note on top."""
-    notebook = root / "submitted" / student / section / f"{section}.ipynb"
+    notebook = submitted_notebook(coursedir, section, student)
     if notebook.exists():
         shutil.move(notebook, notebook.with_suffix(".ipynb.broken"))
-    released = json.loads((root / RELEASE_DIR / section / f"{section}.ipynb").read_text(encoding="utf-8"))
+    released = json.loads(released_notebook(coursedir, section).read_text(encoding="utf-8"))
     note = dict(nbformat.v4.new_markdown_cell(BROKEN_NOTE.format(name=notebook.name, why=why)))
     note["id"] = "grading-note"
     released["cells"].insert(0, note)
@@ -130,13 +157,12 @@ def progress(done: int, total: int, outcome: Outcome) -> None:
 
 # --- the worker process ----------------------------------------------------------------------
 
-def worker_main(section: str, cell_seconds: int | None) -> None:
+def worker_main(section: str, cell_seconds: int | None, memory_mb: int) -> None:
     """Grade the students named on stdin (one per line); answer one ``@@{json}`` line each."""
     from nbgrader.apps import NbGraderAPI
-    from nbgrader.apps.autogradeapp import AutogradeApp
 
-    app = AutogradeApp()
-    app.initialize(["--log-level=WARN"])  # reads nbgrader_config.py exactly like the CLI
+    limit_memory(memory_mb)
+    app = course_app()
     if cell_seconds:
         app.config.Execute.timeout = cell_seconds
     db_url = app.coursedir.db_url
@@ -161,13 +187,14 @@ def failure_reason(result: dict) -> str:
 class Worker:
     """A grading process, fed one student at a time; its answers arrive on ``events``."""
 
-    def __init__(self, root: Path, section: str, limits: Limits, events: queue.Queue):
-        cmd = [sys.executable, "-m", "autograder.grade", section, "--worker"]
+    def __init__(self, root: str, section: str, limits: Limits, events: queue.Queue):
+        cmd = [sys.executable, "-m", "autograder.grade", section, "--worker", "--memory-mb", str(limits.memory_mb)]
         if limits.cell_seconds:
             cmd += ["--cell-timeout", str(limits.cell_seconds)]
+        # Its own session, so a kill reaches nothing else; its kernels die with it (bwrap --die-with-parent).
         self.proc = subprocess.Popen(cmd, cwd=root, env=child_env(limits.jobs), stdin=subprocess.PIPE,
                                      stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True,
-                                     preexec_fn=limit_memory(limits.memory_mb))
+                                     start_new_session=True)
         self.student: str | None = None
         self.since = 0.0
         self.killed_for = ""
@@ -199,9 +226,9 @@ class Worker:
 class Grading:
     """Hand students to workers; a failure is retried, then graded as the blank notebook."""
 
-    def __init__(self, root: Path, section: str, students: list[str], limits: Limits):
-        self.root, self.section, self.limits = root, section, limits
-        self.notes = {s: repair_unreadable(root, section, s) for s in students}
+    def __init__(self, coursedir: CourseDirectory, section: str, students: list[str], limits: Limits):
+        self.coursedir, self.section, self.limits = coursedir, section, limits
+        self.notes = {s: repair_unreadable(coursedir, section, s) for s in students}
         self.pending = deque(students)
         self.failures: dict[str, int] = {}
         self.outcomes: dict[str, Outcome] = {}
@@ -210,7 +237,7 @@ class Grading:
         self.workers = [self._spawn() for _ in range(min(limits.jobs, len(students)))]
 
     def _spawn(self) -> Worker:
-        return Worker(self.root, self.section, self.limits, self.events)
+        return Worker(self.coursedir.root, self.section, self.limits, self.events)
 
     def run(self) -> list[Outcome]:
         while len(self.outcomes) < self.total:
@@ -249,7 +276,8 @@ class Grading:
             self._finish(Outcome(student, False, seconds, detail))
             return
         if self.failures[student] == TRIES_AS_SUBMITTED:
-            self.notes[student] = replace_with_released(self.root, self.section, student, f"评分程序无法处理它：{detail}")
+            self.notes[student] = replace_with_released(self.coursedir, self.section, student,
+                                                        f"评分程序无法处理它：{detail}")
         self.pending.appendleft(student)
 
     def _finish(self, outcome: Outcome) -> None:
@@ -257,12 +285,13 @@ class Grading:
         progress(len(self.outcomes), self.total, outcome)
 
 
-def grade_section(root: Path, section: str, students: list[str], limits: Limits) -> list[Outcome]:
-    return Grading(root, section, students, limits).run()
+def grade_section(coursedir: CourseDirectory, section: str, students: list[str], limits: Limits) -> list[Outcome]:
+    return Grading(coursedir, section, students, limits).run()
 
 
-def students_of(root: Path, section: str) -> list[str]:
-    return sorted(p.name for p in (root / "submitted").glob("*") if (p / section).is_dir())
+def students_of(coursedir: CourseDirectory, section: str) -> list[str]:
+    submitted = Path(coursedir.root) / coursedir.submitted_directory
+    return sorted(p.name for p in submitted.glob("*") if submitted_notebook(coursedir, section, p.name).parent.is_dir())
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -277,25 +306,29 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.worker:
-        worker_main(args.section, args.cell_timeout)
+        worker_main(args.section, args.cell_timeout, args.memory_mb)
         return 0
-    root = Path.cwd()
-    students = args.students.split(",") if args.students else students_of(root, args.section)
+    app = course_app()
+    warn_if_unsealed(app.config)
+    coursedir = app.coursedir
+    students = args.students.split(",") if args.students else students_of(coursedir, args.section)
     if not students:
-        print(f"submitted/ 里没有 {args.section} 的提交。", file=sys.stderr)
+        print(f"{coursedir.submitted_directory}/ 里没有 {args.section} 的提交。", file=sys.stderr)
         return 1
     start = time.perf_counter()
     if args.sequential:
-        subprocess.run(nbgrader_cmd("autograde", args.section, "--force"), cwd=root, env=child_env(1), check=False)
+        status = subprocess.run(nbgrader_cmd("autograde", args.section, "--force"), cwd=coursedir.root,
+                                env=child_env(1), check=False).returncode
     else:
         limits = Limits(args.jobs, args.memory_mb, args.timeout, args.cell_timeout)
-        outcomes = grade_section(root, args.section, students, limits)
-        failed = [o for o in outcomes if not o.ok]
+        failed = [o for o in grade_section(coursedir, args.section, students, limits) if not o.ok]
         for o in failed:
             print(f"未能批改 {o.student}：{o.note}", file=sys.stderr)
+        status = 1 if failed else 0
     elapsed = time.perf_counter() - start
-    print(f"{len(students)} 份提交，用时 {elapsed:.1f} 秒（{60 * len(students) / elapsed:.1f} 份/分钟）", file=sys.stderr)
-    return 0
+    print(f"{len(students)} 份提交，用时 {elapsed:.1f} 秒（{60 * len(students) / elapsed:.1f} 份/分钟）"
+          + (f"；有提交未能批改，退出状态 {status}" if status else ""), file=sys.stderr)
+    return status
 
 
 if __name__ == "__main__":

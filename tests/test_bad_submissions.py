@@ -10,6 +10,7 @@ import pytest
 
 from autograder import grade
 
+from .busy_machine import cell_timeouts
 from .conftest import load_notebook
 from .nbgrader_course import Course, slim, with_solution
 
@@ -19,6 +20,7 @@ FULL = {"test_project_qkv": 1, "test_project_qkv_hidden": 2, "test_attention_sco
 PROJECT_ZERO = {**FULL, "test_project_qkv": 0, "test_project_qkv_hidden": 0}
 SCORES_ZERO = {**FULL, "test_attention_scores": 0, "test_attention_scores_hidden": 0}
 ALL_ZERO = dict.fromkeys(FULL, 0)
+PASSED = "通过全部检查"
 
 GOOD_PROJECT = "def project_qkv(x, w_q, w_k, w_v):\n    return x @ w_q, x @ w_k, x @ w_v"
 WRONG_PROJECT = "def project_qkv(x, w_q, w_k, w_v):\n    return x @ w_q.T, x @ w_k.T, x @ w_v.T"
@@ -62,6 +64,15 @@ def as_markdown(nb: dict, grade_id: str) -> dict:
     return nb
 
 
+def with_helper(nb: dict, source: str) -> dict:
+    """A cell of the student's own inserted before the first solution cell."""
+    nb = copy.deepcopy(nb)
+    first = next(i for i, c in enumerate(nb["cells"]) if c["metadata"].get("nbgrader", {}).get("solution"))
+    nb["cells"].insert(first, {"cell_type": "code", "metadata": {}, "outputs": [], "execution_count": None,
+                               "source": source})
+    return nb
+
+
 def duplicated_and_split(nb: dict) -> dict:
     nb = copy.deepcopy(nb)
     cells = nb["cells"]
@@ -80,7 +91,7 @@ def cases(release: dict) -> dict[str, tuple[object, dict, str]]:
     """student -> (the submission: notebook dict, text or None, expected scores, feedback must contain)."""
     g = good(release)
     return {
-        "good": (g, FULL, "✅"),
+        "good": (g, FULL, PASSED),
         "exception": (change(g, project_qkv="1 / 0\n" + GOOD_PROJECT), PROJECT_ZERO, "还没有定义"),
         "infinite-loop": (change(g, project_qkv="def project_qkv(x, w_q, w_k, w_v):\n    while True:\n        pass"),
                           PROJECT_ZERO, "[timeout]"),
@@ -88,37 +99,50 @@ def cases(release: dict) -> dict[str, tuple[object, dict, str]]:
                                              "if not os.path.exists('hung-once.marker'):  # the first run only\n"
                                              "    open('hung-once.marker', 'w').close()\n"
                                              "    while True:\n"
-                                             "        time.sleep(0.1)\n" + GOOD_PROJECT), FULL, "✅"),
+                                             "        time.sleep(0.1)\n" + GOOD_PROJECT), FULL, PASSED),
         "memory-hog": (change(g, project_qkv="def project_qkv(x, w_q, w_k, w_v):\n"
-                                              "    hog = [torch.ones(10**9) for _ in range(100)]  # 400 GB if nothing stops it\n"
+                                              "    hog = [torch.ones(10**9) for _ in range(100)]  # 400 GB\n"
                                               "    return x @ w_q, x @ w_k, x @ w_v"), PROJECT_ZERO, "[crashed]"),
         "os-exit": (change(g, project_qkv="import os\nos._exit(1)\n" + GOOD_PROJECT), PROJECT_ZERO, "[kernel-died]"),
         "sys-exit": (change(g, attention_scores="import sys\nsys.exit()\n" + GOOD_SCORES), SCORES_ZERO, "还没有定义"),
-        "deleted-test": (without(g, "test_attention_scores"), FULL, "✅"),
+        "deleted-test": (without(g, "test_attention_scores"), FULL, PASSED),
         "edited-test": (edited(change(g, attention_scores=WRONG_SCORES), "test_attention_scores",
-                               source='print("✅ attention_scores 通过全部检查")'), SCORES_ZERO, "[qk-swapped]"),
+                               source='print("✓ attention_scores 通过全部检查")'), SCORES_ZERO, "[qk-swapped]"),
         "type-changed": (as_markdown(change(g, attention_scores=WRONG_SCORES), "test_attention_scores"),
                          SCORES_ZERO, "[qk-swapped]"),
-        "duplicated-split": (duplicated_and_split(g), FULL, "✅"),
+        "duplicated-split": (duplicated_and_split(g), FULL, PASSED),
         "invalid-json": ("{ this is not json", ALL_ZERO, "无法被自动评分"),
         "truncated": (json.dumps(g)[: len(json.dumps(g)) // 2], ALL_ZERO, "无法被自动评分"),
         "missing": (None, ALL_ZERO, "文件不存在"),
-        "huge-output": (change(g, project_qkv="for i in range(200_000):\n    print(i)\n" + GOOD_PROJECT), FULL, "✅"),
+        "huge-output": (change(g, project_qkv="for i in range(200_000):\n    print(i)\n" + GOOD_PROJECT), FULL, PASSED),
         "stderr-warnings": (change(g, project_qkv="import sys, warnings\nprint('debug', file=sys.stderr)\n"
                                                   "def project_qkv(x, w_q, w_k, w_v):\n"
                                                   "    warnings.warn('a harmless warning')\n"
                                                   "    print('debug', file=sys.stderr)\n"
-                                                  "    return x @ w_q, x @ w_k, x @ w_v"), FULL, "✅"),
+                                                  "    return x @ w_q, x @ w_k, x @ w_v"), FULL, PASSED),
         "patch-allclose": (change(g, project_qkv=WRONG_PROJECT + "\ntorch.allclose = lambda *a, **k: True"),
                            ALL_ZERO, "[tampered]"),
-        "patch-assert-close": (change(g, project_qkv=WRONG_PROJECT + "\ntorch.testing.assert_close = lambda *a, **k: None"),
+        "patch-assert-close": (change(g, project_qkv=WRONG_PROJECT
+                                      + "\ntorch.testing.assert_close = lambda *a, **k: None"),
                                ALL_ZERO, "[tampered]"),
-        "patch-print": (change(g, project_qkv=WRONG_PROJECT + "\nimport builtins\nbuiltins.print = lambda *a, **k: None"),
+        "patch-print": (change(g, project_qkv=WRONG_PROJECT
+                               + "\nimport builtins\nbuiltins.print = lambda *a, **k: None"),
                         ALL_ZERO, "[tampered]"),
-        "patch-check": (change(g, project_qkv=WRONG_PROJECT + "\ndef check_project_qkv(f):\n    print('✅')"),
+        "patch-check": (change(g, project_qkv=WRONG_PROJECT + "\ndef check_project_qkv(f):\n    print('✓')"),
                         ALL_ZERO, "[tampered]"),
+        "patch-via-vars": (change(g, project_qkv=WRONG_PROJECT + "\nvars(torch)['allclose'] = lambda *a, **k: True"),
+                           ALL_ZERO, "[tampered]"),
+        "rebind-check-via-globals": (change(g, project_qkv=WRONG_PROJECT + "\nglobals()['check_project_qkv'] = print"),
+                                     ALL_ZERO, "[tampered]"),
+        "exec-built-string": (change(g, project_qkv=WRONG_PROJECT
+                                     + "\nexec('torch.all' + 'close = lambda *a, **k: True')"),
+                              ALL_ZERO, "[tampered]"),
         "uses-reference": (change(g, project_qkv="from utils.reference import project_qkv"), PROJECT_ZERO,
                            "[uses-reference]"),
+        "uses-reference-via-helper": (with_helper(change(g, project_qkv="def project_qkv(*a):\n    return _mine(*a)"),
+                                                  "from utils.reference import project_qkv as _ref\n"
+                                                  "def _mine(*args):\n    return _ref(*args)"),
+                                      PROJECT_ZERO, "[uses-reference]"),
     }
 
 
@@ -136,13 +160,13 @@ def submit_raw(course: Course, student: str, submission) -> None:
 
 @pytest.mark.slow
 def test_bad_submissions_cost_only_their_own_points(tmp_path, monkeypatch):
-    course = Course.create(tmp_path, [SECTION])
+    course = Course.create(tmp_path, [SECTION], extra_config=cell_timeouts(8))
     plan = cases(course.release_notebook(SECTION))
     for student, (submission, _, _) in plan.items():
         submit_raw(course, student, submission)
     monkeypatch.chdir(course.root)
     monkeypatch.setattr(sys, "argv", ["grade"])
-    assert grade.main([SECTION, "--jobs", "2", "--memory-mb", "3000", "--cell-timeout", "8"]) == 0
+    assert grade.main([SECTION, "--jobs", "2", "--memory-mb", "3000"]) == 0
     course.nbgrader("generate_feedback", SECTION)
 
     scores = course.scores(SECTION)

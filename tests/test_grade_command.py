@@ -4,28 +4,46 @@ from __future__ import annotations
 import json
 import shutil
 
+from nbgrader.coursedir import CourseDirectory
+from traitlets.config import Config
+
 from autograder import grade
+from autograder.config import configure
 
 from .conftest import ROOT
 
 SECTION = "01_qkv_and_scores"
 
 
-def make_course(tmp_path, submission_text: str | None):
-    (tmp_path / "notebooks").mkdir()
-    shutil.copytree(ROOT / "notebooks" / SECTION, tmp_path / "notebooks" / SECTION)
-    folder = tmp_path / "submitted" / "alice" / SECTION
-    folder.mkdir(parents=True)
+def course_directory(root, **layout) -> CourseDirectory:
+    """The course's nbgrader configuration rooted at ``root``, with ``layout`` overrides."""
+    c = Config()
+    configure(c, str(root))
+    for name, value in layout.items():
+        setattr(c.CourseDirectory, name, value)
+    return CourseDirectory(config=c)
+
+
+def released_text() -> str:
+    return (ROOT / "notebooks" / SECTION / f"{SECTION}.ipynb").read_text(encoding="utf-8")
+
+
+def make_course(tmp_path, submission_text: str | None, **layout):
+    """A course with the released 01 notebook and alice's submission; (coursedir, submission path)."""
+    coursedir = course_directory(tmp_path, **layout)
+    shutil.copytree(ROOT / "notebooks" / SECTION, grade.released_notebook(coursedir, SECTION).parent)
+    notebook = grade.submitted_notebook(coursedir, SECTION, "alice")
+    notebook.parent.mkdir(parents=True)
     if submission_text is not None:
-        (folder / f"{SECTION}.ipynb").write_text(submission_text, encoding="utf-8")
-    return folder / f"{SECTION}.ipynb"
+        notebook.write_text(submission_text, encoding="utf-8")
+    return coursedir, notebook
 
 
 class FakeWorker:
     """Stands in for a grading process: answers each student from a script."""
     script: list[dict] = []
 
-    def __init__(self, root, section, limits, events):
+    def __init__(self, root, section, limits, events):  # noqa: ARG002  (Worker's signature)
         self.events, self.student, self.since, self.killed_for = events, None, 0.0, ""
 
     def assign(self, student):
@@ -40,24 +58,24 @@ class FakeWorker:
 
 
 def test_a_passing_failure_is_retried_as_submitted(tmp_path, monkeypatch):
-    released = (ROOT / "notebooks" / SECTION / f"{SECTION}.ipynb").read_text(encoding="utf-8")
-    notebook = make_course(tmp_path, released)
+    released = released_text()
+    coursedir, notebook = make_course(tmp_path, released)
     FakeWorker.script = [{"ok": False, "detail": "sqlite3.OperationalError: database is locked"},
                          {"ok": True, "detail": ""}]
     monkeypatch.setattr(grade, "Worker", FakeWorker)
-    [outcome] = grade.grade_section(tmp_path, SECTION, ["alice"], grade.Limits(jobs=1))
+    [outcome] = grade.grade_section(coursedir, SECTION, ["alice"], grade.Limits(jobs=1))
     assert outcome.ok and outcome.note == "" and not FakeWorker.script
     assert not notebook.with_suffix(".ipynb.broken").exists()
     assert notebook.read_text(encoding="utf-8") == released
 
 
 def test_a_lasting_failure_falls_back_to_the_blank_notebook_with_a_note(tmp_path, monkeypatch):
-    released = (ROOT / "notebooks" / SECTION / f"{SECTION}.ipynb").read_text(encoding="utf-8")
-    notebook = make_course(tmp_path, released)
+    released = released_text()
+    coursedir, notebook = make_course(tmp_path, released)
     failure = {"ok": False, "detail": "KeyError: 'grade_id'"}
     FakeWorker.script = [failure, failure, {"ok": True, "detail": ""}]
     monkeypatch.setattr(grade, "Worker", FakeWorker)
-    [outcome] = grade.grade_section(tmp_path, SECTION, ["alice"], grade.Limits(jobs=1))
+    [outcome] = grade.grade_section(coursedir, SECTION, ["alice"], grade.Limits(jobs=1))
     assert outcome.ok and "评分程序无法处理" in outcome.note and not FakeWorker.script
     assert notebook.with_suffix(".ipynb.broken").read_text(encoding="utf-8") == released
     note = json.loads(notebook.read_text(encoding="utf-8"))["cells"][0]
@@ -65,10 +83,10 @@ def test_a_lasting_failure_falls_back_to_the_blank_notebook_with_a_note(tmp_path
 
 
 def test_a_failure_of_the_blank_notebook_too_is_reported_not_retried_forever(tmp_path, monkeypatch):
-    make_course(tmp_path, (ROOT / "notebooks" / SECTION / f"{SECTION}.ipynb").read_text(encoding="utf-8"))
+    coursedir, _ = make_course(tmp_path, released_text())
     FakeWorker.script = [{"ok": False, "detail": f"boom {i}"} for i in range(3)]
     monkeypatch.setattr(grade, "Worker", FakeWorker)
-    [outcome] = grade.grade_section(tmp_path, SECTION, ["alice"], grade.Limits(jobs=1))
+    [outcome] = grade.grade_section(coursedir, SECTION, ["alice"], grade.Limits(jobs=1))
     assert not outcome.ok and outcome.note == "boom 2" and not FakeWorker.script
 
 
@@ -83,17 +101,54 @@ def test_pasted_cell_ids_are_repaired_not_rejected(tmp_path):
     nb = json.loads((ROOT / "notebooks" / SECTION / f"{SECTION}.ipynb").read_text(encoding="utf-8"))
     nb["cells"].append(dict(nb["cells"][-1]))       # same id twice
     del nb["cells"][0]["id"]                        # and one missing
-    notebook = make_course(tmp_path, json.dumps(nb))
-    assert grade.repair_unreadable(tmp_path, SECTION, "alice") == ""
+    coursedir, notebook = make_course(tmp_path, json.dumps(nb))
+    assert grade.repair_unreadable(coursedir, SECTION, "alice") == ""
     ids = [c["id"] for c in json.loads(notebook.read_text(encoding="utf-8"))["cells"]]
     assert len(ids) == len(set(ids)) == len(nb["cells"])
 
 
 def test_unreadable_and_missing_files_are_replaced(tmp_path):
-    notebook = make_course(tmp_path, '{"cells": [')
-    assert "JSONDecodeError" in grade.repair_unreadable(tmp_path, SECTION, "alice")
+    coursedir, notebook = make_course(tmp_path, '{"cells": [')
+    assert "JSONDecodeError" in grade.repair_unreadable(coursedir, SECTION, "alice")
     assert notebook.with_suffix(".ipynb.broken").exists()
     assert "无法被自动评分" in json.loads(notebook.read_text(encoding="utf-8"))["cells"][0]["source"]
     notebook.unlink()
-    assert grade.repair_unreadable(tmp_path, SECTION, "alice") == "文件不存在"
+    assert grade.repair_unreadable(coursedir, SECTION, "alice") == "文件不存在"
     assert notebook.exists()
+
+
+def test_paths_come_from_the_course_directory_not_constants(tmp_path):
+    """A course laid out otherwise (release in handouts/, submissions in inbox/): the fallback
+    finds the released notebook there and the students are found there."""
+    coursedir, notebook = make_course(tmp_path, "not json", release_directory="handouts",
+                                      submitted_directory="inbox")
+    assert notebook == tmp_path / "inbox" / "alice" / SECTION / f"{SECTION}.ipynb"
+    assert grade.students_of(coursedir, SECTION) == ["alice"]
+    assert "JSONDecodeError" in grade.repair_unreadable(coursedir, SECTION, "alice")
+    released = (tmp_path / "handouts" / SECTION / f"{SECTION}.ipynb").read_text(encoding="utf-8")
+    assert json.loads(notebook.read_text(encoding="utf-8"))["cells"][1:] == json.loads(released)["cells"]
+
+
+def test_exit_status_is_1_when_a_submission_could_not_be_graded(tmp_path, monkeypatch, capsys):
+    coursedir, _ = make_course(tmp_path, released_text())
+    FakeWorker.script = [{"ok": False, "detail": f"boom {i}"} for i in range(3)]
+    monkeypatch.setattr(grade, "Worker", FakeWorker)
+    monkeypatch.setattr(grade, "course_app", lambda: type("App", (), {"coursedir": coursedir, "config": Config()}))
+    assert grade.main([SECTION, "--jobs", "1"]) == 1
+    assert "未能批改 alice：boom 2" in capsys.readouterr().err
+
+
+def test_workers_start_their_own_session_and_set_their_limits_themselves(monkeypatch):
+    """No preexec_fn (unsafe while reader threads run): start_new_session, and the limit is
+    passed to the worker, which applies it to itself."""
+    seen = {}
+
+    class Popen:
+        def __init__(self, cmd, **kw):
+            seen.update(kw, cmd=cmd)
+            self.stdout = []
+
+    monkeypatch.setattr(grade.subprocess, "Popen", Popen)
+    worker = grade.Worker(str(ROOT), SECTION, grade.Limits(jobs=1, memory_mb=1234), __import__("queue").Queue())
+    assert seen["start_new_session"] and "preexec_fn" not in seen
+    assert seen["cmd"][-2:] == ["--memory-mb", "1234"] and worker.student is None

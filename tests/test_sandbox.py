@@ -1,0 +1,186 @@
+"""Student code graded in the sandbox (autograder/sandbox.py) cannot see or touch what is not its own.
+
+Each attack of issue 7 is a submission graded for real, once through the course's parallel
+command and once through stock ``nbgrader autograde`` with the course's config, beside a good
+submission: the attack finds nothing, changes nothing, outlives nothing, and the honest part of
+the attacker's notebook (and every other student) keeps its points. Without bwrap these tests
+skip: the fallback runs kernels unsandboxed, where every attack below succeeds.
+"""
+from __future__ import annotations
+
+import json
+import logging
+import os
+import tempfile
+import time
+from pathlib import Path
+
+import pytest
+from jupyter_client.manager import AsyncKernelManager
+from traitlets.config import Config
+
+from autograder import grade, sandbox
+
+from .busy_machine import cell_timeouts
+from .nbgrader_course import Course, with_solution
+from .test_bad_submissions import FULL, GOOD_PROJECT, PROJECT_ZERO, SECTION, good, with_helper
+
+needs_bwrap = pytest.mark.skipif(sandbox.unavailable_reason() is not None,
+                                 reason=f"no sandbox on this machine: {sandbox.unavailable_reason()}")
+
+CELL_SECONDS = 6
+SIGINT_LOOP = "import signal\nsignal.signal(signal.SIGINT, signal.SIG_IGN)\nwhile True:\n    pass"
+
+
+def probe(paths: dict[str, str]) -> str:
+    """A cell that tries to read each path and prints READ (with the start of it) or DENIED."""
+    return ("import glob, os\n"
+            f"for what, pattern in {paths!r}.items():\n"
+            "    found = glob.glob(pattern) or [pattern]\n"
+            "    for path in found:\n"
+            "        try:\n"
+            "            with open(path, 'rb') as f:\n"
+            "                print('READ', what, path, f.read(3000))\n"
+            "        except OSError as err:\n"
+            "            print('DENIED', what, type(err).__name__)\n"
+            "print('LISTED', sorted(os.listdir('../..')))\n")
+
+
+def detach(root: Path) -> str:
+    """A cell that starts a detached process which waits for grading to end, then writes full
+    marks into the gradebook and leaves a marker (in the notebook's folder, which it may write)."""
+    later = ("import sqlite3, time, pathlib\n"
+             "time.sleep(4)\n"
+             "pathlib.Path('outlived-grading.marker').write_text('x')\n"
+             f"db = sqlite3.connect({str(root / 'gradebook.db')!r})\n"
+             "db.execute('update grade set manual_score = 99')\n"
+             "db.commit()\n")
+    return ("import subprocess, sys\n"
+            f"subprocess.Popen([sys.executable, '-c', {later!r}], start_new_session=True,\n"
+            "                 stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)\n")
+
+
+def notebook(release: dict, project: str = GOOD_PROJECT, before: str = "") -> dict:
+    """Both exercises solved (``project`` for the first); ``before``: a cell of the student's own
+    inserted before the first exercise."""
+    nb = with_solution(good(release), "project_qkv", project)
+    return with_helper(nb, before) if before else nb
+
+
+def scores(course: Course) -> dict[str, dict[str, float]]:
+    """student -> the scores of the autograded test cells (not the manually graded answers)."""
+    return {student: {g: got[g] for g in FULL} for student, got in course.scores(SECTION).items()}
+
+
+def outputs(course: Course, student: str) -> str:
+    """Every output of the student's autograded notebook, as text."""
+    path = course.root / "autograded" / student / SECTION / f"{SECTION}.ipynb"
+    cells = json.loads(path.read_text(encoding="utf-8"))["cells"]
+    return json.dumps([c.get("outputs", []) for c in cells], ensure_ascii=False)
+
+
+@pytest.fixture(scope="module")
+def course(tmp_path_factory) -> Course:
+    return Course.create(tmp_path_factory.mktemp("sandbox") / "course", [SECTION],
+                         extra_config=cell_timeouts(CELL_SECONDS))
+
+
+@pytest.fixture(scope="module")
+def planted_connection_file():
+    """A connection file of 'another kernel' where jupyter_client writes them (the temp dir)."""
+    fd, path = tempfile.mkstemp(suffix=".json")
+    os.write(fd, json.dumps({"key": "another-kernels-secret-key", "shell_port": 1}).encode())
+    os.close(fd)
+    yield path
+    os.unlink(path)
+
+
+@pytest.fixture(scope="module")
+def parallel_run(course, planted_connection_file, monkeypatch_module):
+    """The attacks graded by ``python -m autograder.grade --jobs 2``."""
+    root, release = course.root, course.release_notebook(SECTION)
+    secrets = {"source notebook": str(root / "solutions" / SECTION / f"{SECTION}.ipynb"),
+               "source, relative": f"../../../solutions/{SECTION}/{SECTION}.ipynb",
+               "gradebook": str(root / "gradebook.db"),
+               "other students": str(root / "submitted" / "*" / SECTION / f"{SECTION}.ipynb"),
+               "instructor home": os.path.expanduser("~/.bash_history"),
+               "other kernels": str(Path(planted_connection_file).parent / "*.json")}
+    submissions = {"reader": notebook(release, before=probe(secrets)),
+                   "detacher": notebook(release, project=detach(root)),
+                   "sigint-ignorer": notebook(release, project=SIGINT_LOOP),
+                   "zz-good": notebook(release)}
+    for student, nb in submissions.items():
+        course.submit(student, SECTION, nb)
+    monkeypatch_module.chdir(root)
+    status = grade.main([SECTION, "--jobs", "2"])
+    time.sleep(6)  # what the detached process waited for: grading is over
+    return status
+
+
+@pytest.fixture(scope="module")
+def monkeypatch_module():
+    with pytest.MonkeyPatch.context() as mp:
+        yield mp
+
+
+def test_without_bwrap_grading_warns_and_runs_unsandboxed(monkeypatch, caplog, capsys):
+    monkeypatch.setattr(sandbox.shutil, "which", lambda _: None)
+    monkeypatch.setattr(sandbox, "unavailable_reason", sandbox.unavailable_reason.__wrapped__)
+    with caplog.at_level(logging.WARNING):
+        assert sandbox.kernel_manager_class(logging.getLogger("grading")) is AsyncKernelManager
+    assert "没有找到 bwrap" in caplog.text and "教师指南 §6.3" in caplog.text
+    grade.warn_if_unsealed(Config())
+    assert "学生代码将以评分用户的身份运行" in capsys.readouterr().err
+
+
+@pytest.mark.slow
+@needs_bwrap
+def test_parallel_grading_of_the_attacks_completes(parallel_run):
+    assert parallel_run == 0
+
+
+@pytest.mark.slow
+@needs_bwrap
+def test_source_gradebook_other_students_home_and_other_kernels_are_invisible(course, parallel_run):
+    assert parallel_run == 0
+    out = outputs(course, "reader")
+    assert out.count("DENIED") == 5 and "BEGIN HIDDEN TESTS" not in out
+    assert out.count("READ") == 1 and "READ other kernels" in out, "its own connection file, and no other"
+    assert "another-kernels-secret-key" not in out
+    assert "LISTED ['reader']" in out, "the notebook's folder's parents show no other student"
+    assert scores(course)["reader"] == FULL
+
+
+@pytest.mark.slow
+@needs_bwrap
+def test_a_detached_process_dies_with_the_kernel_and_never_reaches_the_gradebook(course, parallel_run):
+    assert parallel_run == 0
+    assert not list(course.root.glob("**/outlived-grading.marker"))
+    assert scores(course)["detacher"] == PROJECT_ZERO
+
+
+@pytest.mark.slow
+@needs_bwrap
+def test_a_loop_that_ignores_sigint_costs_only_its_own_exercise(course, parallel_run):
+    assert parallel_run == 0
+    assert scores(course)["sigint-ignorer"] == PROJECT_ZERO
+    assert "[timeout]" in outputs(course, "sigint-ignorer")
+    assert scores(course)["zz-good"] == FULL
+
+
+@pytest.mark.slow
+@needs_bwrap
+def test_under_nbgrader_autograde_signalling_the_parent_and_ignoring_sigint_harm_no_one(course, parallel_run):
+    """Stock ``nbgrader autograde`` (the course's config): a kernel that signals its parent
+    (unsandboxed: nbgrader itself, which then abandons every later student) and one that
+    ignores the interrupt; the student graded after them gets full marks."""
+    assert parallel_run == 0  # same course: run after the parallel grading
+    release = course.release_notebook(SECTION)
+    signal_parent = "import os, signal\nos.kill(os.getppid(), signal.SIGTERM)\nos.kill(os.getppid(), signal.SIGKILL)"
+    course.submit("a-signaller", SECTION, notebook(release, before=signal_parent))
+    course.submit("b-sigint-ignorer", SECTION, notebook(release, project=SIGINT_LOOP))
+    course.submit("c-good", SECTION, notebook(release))
+    course.nbgrader("autograde", SECTION)  # one process, students in this order; raises if it dies
+    graded = scores(course)
+    assert graded["a-signaller"] == FULL and graded["c-good"] == FULL
+    assert graded["b-sigint-ignorer"] == PROJECT_ZERO
