@@ -30,6 +30,15 @@ VARIANTS = [
             return {"Q": (2, 5, 8), "K": (2, 5, 8), "V": (2, 5, 8),
                     "scores": (2, 5, 5), "weights": (2, 5, 5), "out": (2, 5, 8)}
     """),
+    wrong("tensor_shape_quiz", "out-like-weights", "quiz-out-is-weights", """
+        def tensor_shape_quiz():
+            return {"Q": (2, 5, 4), "K": (2, 5, 4), "V": (2, 5, 4),
+                    "scores": (2, 5, 5), "weights": (2, 5, 5), "out": (2, 5, 5)}
+    """),
+    wrong("tensor_shape_quiz", "no-batch-dim", "quiz-batch-dropped", """
+        def tensor_shape_quiz():
+            return {"Q": (5, 4), "K": (5, 4), "V": (5, 4), "scores": (5, 5), "weights": (5, 5), "out": (5, 4)}
+    """),
     wrong("tensor_shape_quiz", "missing-key", "quiz-missing-key", """
         def tensor_shape_quiz():
             return {"Q": (2, 5, 4), "K": (2, 5, 4), "V": (2, 5, 4), "scores": (2, 5, 5)}

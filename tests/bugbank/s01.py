@@ -80,6 +80,10 @@ VARIANTS = [
         def attention_scores(q, k):
             return q @ k.T
     """),
+    wrong("attention_scores", "transpose-1-2", "transpose-fixed-dims", """
+        def attention_scores(q, k):
+            return q @ k.transpose(1, 2)
+    """),
     wrong("attention_scores", "prescaled", "unexpected-scale", """
         def attention_scores(q, k):
             return q @ k.transpose(-2, -1) / math.sqrt(q.size(-1))

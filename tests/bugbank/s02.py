@@ -55,6 +55,10 @@ VARIANTS = [
         def scaled_attention_scores(q, k):
             return q @ k.transpose(-2, -1) / math.sqrt(k.size(-2))
     """),
+    wrong("scaled_attention_scores", "transpose-1-2", "transpose-fixed-dims", """
+        def scaled_attention_scores(q, k):
+            return q @ k.transpose(1, 2) / math.sqrt(q.size(-1))
+    """),
     wrong("scaled_attention_scores", "k-q", "qk-swapped", """
         def scaled_attention_scores(q, k):
             return k @ q.transpose(-2, -1) / math.sqrt(q.size(-1))
@@ -107,6 +111,26 @@ VARIANTS = [
             e = torch.exp(x - x.max())
             return e / e.sum(dim=dim, keepdim=True)
     """),
+    wrong("softmax", "whole-tensor", "softmax-whole-tensor", """
+        def softmax(x, dim=-1):
+            e = torch.exp(x - x.max())
+            return e / e.sum()
+    """),
+    wrong("softmax", "row-max-global-sum", "softmax-whole-tensor", """
+        def softmax(x, dim=-1):
+            e = torch.exp(x - x.amax(dim=dim, keepdim=True))
+            return e / e.sum()
+    """),
+    wrong("softmax", "max-tuple", "max-returns-namedtuple", """
+        def softmax(x, dim=-1):
+            e = torch.exp(x - x.max(dim=dim, keepdim=True))
+            return e / e.sum(dim=dim, keepdim=True)
+    """),
+    wrong("softmax", "no-keepdim", "keepdim-missing", """
+        def softmax(x, dim=-1):
+            e = torch.exp(x - x.amax(dim=dim))
+            return e / e.sum(dim=dim, keepdim=True)
+    """),
     wrong("softmax", "no-sum", "not-normalized", """
         def softmax(x, dim=-1):
             return torch.exp(x - x.max(dim=dim, keepdim=True).values)
@@ -136,6 +160,10 @@ VARIANTS = [
     wrong("softmax_jacobian", "diag-only", "jacobian-diag-only", """
         def softmax_jacobian(p):
             return torch.diag(p * (1 - p))
+    """),
+    wrong("softmax_jacobian", "inner-product", "jacobian-inner-product", """
+        def softmax_jacobian(p):
+            return torch.diag(p) - p @ p
     """),
     wrong("softmax_jacobian", "outer-only", "jacobian-outer-only", """
         def softmax_jacobian(p):

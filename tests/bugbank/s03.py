@@ -87,6 +87,9 @@ VARIANTS = [
     wrong("attention", "no-scale", "scale-missing", attn(scores="q @ k.transpose(-2, -1)")),
     wrong("attention", "mask-ignored", "mask-ignored", attn(fill="scores")),
     wrong("attention", "k-q", "qk-swapped", attn(scores="k @ q.transpose(-2, -1) / math.sqrt(q.size(-1))")),
+    wrong("attention", "returns-scores", "returns-scores", attn(returns="scores.softmax(dim=-1) @ v, scores")),
+    wrong("attention", "transpose-1-2", "transpose-fixed-dims", attn(
+        scores="q @ k.transpose(1, 2) / math.sqrt(q.size(-1))")),
     wrong("attention", "in-place-scale", "modified-input", attn(
         before="q /= math.sqrt(q.size(-1))", scores="q @ k.transpose(-2, -1)")),
     # --- Head ---
@@ -95,7 +98,8 @@ VARIANTS = [
         tril="self.register_buffer('tril', torch.ones(context_length, context_length, dtype=torch.bool).tril())",
         body="return F.scaled_dot_product_attention(q, k, v, attn_mask=self.tril[:T, :T])")),
     right("Head", "not-triu-minus-1e9", head(
-        tril="self.register_buffer('tril', ~torch.ones(context_length, context_length).triu(1).bool(), persistent=False)",
+        tril="self.register_buffer('tril', ~torch.ones(context_length, context_length).triu(1).bool(), "
+             "persistent=False)",
         body="""w = (q @ k.mT) / math.sqrt(q.size(-1))
         w = w.masked_fill(~self.tril[:T, :T], -1e9)
         return w.softmax(-1) @ v""")),
@@ -105,13 +109,21 @@ VARIANTS = [
         tril="self.tril = nn.Parameter(torch.tril(torch.ones(context_length, context_length)), requires_grad=False)")),
     wrong("Head", "tril-attribute", "tril-not-buffer", head(
         tril="self.tril = torch.tril(torch.ones(context_length, context_length))")),
-    wrong("Head", "tril-not-sliced", "tril-not-sliced", head(body="""w = q @ k.transpose(-2, -1) / math.sqrt(k.shape[-1])
+    wrong("Head", "tril-not-sliced", "tril-not-sliced", head(
+        body="""w = q @ k.transpose(-2, -1) / math.sqrt(k.shape[-1])
         w = w.masked_fill(self.tril == 0, float('-inf'))
         return F.softmax(w, dim=-1) @ v""")),
     wrong("Head", "mask-reversed", "mask-reversed", head(body="""w = q @ k.transpose(-2, -1) / math.sqrt(k.shape[-1])
         w = w.masked_fill(self.tril[:T, :T] == 1, float('-inf'))
         return F.softmax(w, dim=-1) @ v""")),
-    wrong("Head", "mask-after-softmax", "mask-after-softmax", head(body="""w = F.softmax(q @ k.transpose(-2, -1) / math.sqrt(k.shape[-1]), dim=-1)
+    wrong("Head", "triu-buffer", "mask-transposed", head(
+        tril="self.register_buffer('tril', torch.triu(torch.ones(context_length, context_length)))")),
+    wrong("Head", "softmax-dim-1", "softmax-wrong-dim", head(
+        body="""w = q @ k.transpose(-2, -1) / math.sqrt(k.shape[-1])
+        w = w.masked_fill(self.tril[:T, :T] == 0, float('-inf'))
+        return F.softmax(w, dim=1) @ v""")),
+    wrong("Head", "mask-after-softmax", "mask-after-softmax", head(
+        body="""w = F.softmax(q @ k.transpose(-2, -1) / math.sqrt(k.shape[-1]), dim=-1)
         w = w * self.tril[:T, :T]
         return w @ v""")),
     wrong("Head", "scale-by-C", "scale-by-sqrt-C", head(body="""w = q @ k.transpose(-2, -1) / math.sqrt(C)
@@ -127,5 +139,6 @@ VARIANTS = [
         w = q @ k.transpose(-2, -1) / math.sqrt(k.shape[-1])
         w = w.masked_fill(self.tril[:T, :T] == 0, float('-inf'))
         return F.softmax(w, dim=-1) @ v""")),
-    wrong("Head", "bias", "linear-layout", head().replace("bias=False)\n        self.value", "bias=True)\n        self.value")),
+    wrong("Head", "bias", "linear-layout", head().replace(
+        "bias=False)\n        self.value", "bias=True)\n        self.value")),
 ]

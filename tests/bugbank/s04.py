@@ -36,6 +36,14 @@ VARIANTS = [
         def causal_mask(T, device=None):
             return torch.triu(torch.ones(T, T, dtype=torch.bool, device=device), diagonal=1)
     """),
+    wrong("causal_mask", "triu-diagonal-kept", "mask-transposed", """
+        def causal_mask(T, device=None):
+            return torch.triu(torch.ones(T, T, dtype=torch.bool, device=device))
+    """),
+    wrong("causal_mask", "transposed", "mask-transposed", """
+        def causal_mask(T, device=None):
+            return torch.tril(torch.ones(T, T, dtype=torch.bool, device=device)).T
+    """),
     wrong("causal_mask", "tril-minus-1", "mask-diagonal-excluded", """
         def causal_mask(T, device=None):
             return torch.tril(torch.ones(T, T, dtype=torch.bool, device=device), diagonal=-1)
@@ -150,6 +158,11 @@ VARIANTS = [
     wrong("masked_softmax", "reversed", "mask-reversed", """
         def masked_softmax(scores, mask):
             w = torch.softmax(scores.float().masked_fill(mask, float("-inf")), dim=-1)
+            return w.nan_to_num(0.0).to(scores.dtype)
+    """),
+    wrong("masked_softmax", "dim-minus-2", "softmax-wrong-dim", """
+        def masked_softmax(scores, mask):
+            w = torch.softmax(scores.float().masked_fill(~mask, float("-inf")), dim=-2)
             return w.nan_to_num(0.0).to(scores.dtype)
     """),
     wrong("masked_softmax", "returns-float32", "dtype-not-preserved", """

@@ -74,11 +74,19 @@ VARIANTS = [
     right("MultiHeadAttention", "seed", mha()),
     right("MultiHeadAttention", "stack-flatten", mha(
         body="return self.proj(torch.stack([h(x) for h in self.heads], dim=-2).flatten(-2))")),
-    wrong("MultiHeadAttention", "no-proj", "proj-missing", mha(body="return torch.cat([h(x) for h in self.heads], dim=-1)")),
+    wrong("MultiHeadAttention", "no-proj", "proj-missing", mha(
+        body="return torch.cat([h(x) for h in self.heads], dim=-1)")),
     wrong("MultiHeadAttention", "reversed-concat", "heads-concat-order", mha(
         body="return self.proj(torch.cat([h(x) for h in reversed(self.heads)], dim=-1))")),
     wrong("MultiHeadAttention", "full-width-heads", "head-size", mha(head_size="n_embed")),
-    wrong("MultiHeadAttention", "proj-no-bias", "linear-layout", mha(proj="self.proj = nn.Linear(n_embed, n_embed, bias=False)")),
+    wrong("MultiHeadAttention", "float-head-size", "head-size-float", mha(head_size="n_embed / n_head")),
+    wrong("MultiHeadAttention", "python-list", "heads-plain-list", mha().replace(
+        "nn.ModuleList([Head({0}, n_embed, context_length) for _ in range(n_head)])".format("n_embed // n_head"),
+        "[Head(n_embed // n_head, n_embed, context_length) for _ in range(n_head)]")),
+    wrong("MultiHeadAttention", "cat-on-time", "concat-wrong-dim", mha(
+        body="return self.proj(torch.cat([h(x) for h in self.heads], dim=1))")),
+    wrong("MultiHeadAttention", "proj-no-bias", "linear-layout", mha(
+        proj="self.proj = nn.Linear(n_embed, n_embed, bias=False)")),
     # --- split_heads ---
     right("split_heads", "view-transpose", """
         def split_heads(x, n_head):
@@ -102,6 +110,11 @@ VARIANTS = [
         def split_heads(x, n_head):
             B, T, C = x.shape
             return x.reshape(B, T, C // n_head, n_head).permute(0, 3, 1, 2)
+    """),
+    wrong("split_heads", "float-head-size", "head-size-float", """
+        def split_heads(x, n_head):
+            B, T, C = x.shape
+            return x.view(B, T, n_head, C / n_head).transpose(1, 2)
     """),
     wrong("split_heads", "no-transpose", "view-without-transpose", """
         def split_heads(x, n_head):
@@ -146,7 +159,8 @@ VARIANTS = [
         attend="""att = torch.einsum("bhtd,bhsd->bhts", q, k) * (C // H) ** -0.5
         att = att.masked_fill(~self.mask[:T, :T], -1e9).softmax(-1)
         y = torch.einsum("bhts,bhsd->bhtd", att, v)""")),
-    wrong("CausalSelfAttention", "scale-by-C", "scale-by-sqrt-C", csa(attend="""att = (q @ k.transpose(-2, -1)) / math.sqrt(C)
+    wrong("CausalSelfAttention", "scale-by-C", "scale-by-sqrt-C", csa(
+        attend="""att = (q @ k.transpose(-2, -1)) / math.sqrt(C)
         att = att.masked_fill(~self.mask[:T, :T], float("-inf")).softmax(dim=-1)
         y = att @ v""")),
     wrong("CausalSelfAttention", "interleaved", "qkv-interleaved", csa(
@@ -154,8 +168,17 @@ VARIANTS = [
     wrong("CausalSelfAttention", "split-view-only", "view-without-transpose", csa(
         split="""q, k, v = (t.reshape(B, H, T, C // H) for t in self.qkv(x).split(C, dim=-1))""")),
     wrong("CausalSelfAttention", "no-mask", "not-causal", csa(attend="y = F.scaled_dot_product_attention(q, k, v)")),
+    wrong("CausalSelfAttention", "triu-mask", "mask-transposed", csa(
+        attend="""att = (q @ k.transpose(-2, -1)) / math.sqrt(k.size(-1))
+        att = att.masked_fill(~self.mask[:T, :T].T, float("-inf")).softmax(dim=-1)
+        y = att @ v""")),
+    wrong("CausalSelfAttention", "mask-not-sliced", "tril-not-sliced", csa(
+        attend="""att = (q @ k.transpose(-2, -1)) / math.sqrt(k.size(-1))
+        att = att.masked_fill(~self.mask, float("-inf")).softmax(dim=-1)
+        y = att @ v""")),
     wrong("CausalSelfAttention", "no-proj", "proj-missing", csa(out="return y.transpose(1, 2).reshape(B, T, C)")),
-    wrong("CausalSelfAttention", "merge-without-transpose", "merge-without-transpose", csa(out="return self.proj(y.reshape(B, T, C))")),
+    wrong("CausalSelfAttention", "merge-without-transpose", "merge-without-transpose", csa(
+        out="return self.proj(y.reshape(B, T, C))")),
     wrong("CausalSelfAttention", "loop-over-heads", "loop-over-heads", csa(attend="""ys = []
         for h in range(H):
             a = (q[:, h] @ k[:, h].transpose(-2, -1)) / math.sqrt(k.size(-1))
@@ -173,13 +196,82 @@ VARIANTS = [
                 row += w.shape[0]
         fused.proj.weight[:] = looped.proj.weight
         fused.proj.bias[:] = looped.proj.bias""")),
-    wrong("copy_heads_into", "kqv-order", "copy-qkv-order", copy(_COPY_RIGHT.replace("torch.cat([wq, wk, wv])", "torch.cat([wk, wq, wv])"))),
+    wrong("copy_heads_into", "kqv-order", "copy-qkv-order", copy(_COPY_RIGHT.replace(
+        "torch.cat([wq, wk, wv])", "torch.cat([wk, wq, wv])"))),
     wrong("copy_heads_into", "no-proj", "copy-proj-missing", copy(_COPY_RIGHT.replace(
         "\n        fused.proj.load_state_dict(looped.proj.state_dict())", ""))),
     wrong("copy_heads_into", "proj-weight-only", "copy-proj-missing", copy(_COPY_RIGHT.replace(
         "fused.proj.load_state_dict(looped.proj.state_dict())", "fused.proj.weight.copy_(looped.proj.weight)"))),
+    wrong("copy_heads_into", "per-head-interleaved", "qkv-interleaved", copy("""fused.qkv.weight.copy_(torch.cat(
+            [torch.cat([h.query.weight, h.key.weight, h.value.weight]) for h in looped.heads]))
+        fused.proj.load_state_dict(looped.proj.state_dict())""")),
+    wrong("copy_heads_into", "heads-reversed", "heads-concat-order", copy(_COPY_RIGHT.replace(
+        "for h in looped.heads", "for h in reversed(looped.heads)"))),
     wrong("copy_heads_into", "returns-none", "wrong-type", """
         def copy_heads_into(looped, fused):
             fused.load_state_dict(looped.state_dict(), strict=False)
+    """),
+]
+
+VARIANTS += [
+    # --- quiz_head_width (第六章 self-test 3: n_embed = 64, n_head = 8) ---
+    right("quiz_head_width", "numbers", """
+        def quiz_head_width():
+            return {"head_width": 8, "concat_width": 64}
+    """),
+    right("quiz_head_width", "computed", """
+        def quiz_head_width():
+            n_embed, n_head = 64, 8
+            return {"head_width": n_embed // n_head, "concat_width": n_head * (n_embed // n_head)}
+    """),
+    wrong("quiz_head_width", "width-is-C", "quiz-head-width-from-C", """
+        def quiz_head_width():
+            return {"head_width": 64, "concat_width": 64}
+    """),
+    wrong("quiz_head_width", "width-C-times-H", "quiz-head-width-times-H", """
+        def quiz_head_width():
+            return {"head_width": 512, "concat_width": 64}
+    """),
+    wrong("quiz_head_width", "concat-is-head", "quiz-concat-width-is-head", """
+        def quiz_head_width():
+            return {"head_width": 8, "concat_width": 8}
+    """),
+    wrong("quiz_head_width", "concat-C-times-H", "quiz-concat-width-times-H", """
+        def quiz_head_width():
+            return {"head_width": 8, "concat_width": 512}
+    """),
+    wrong("quiz_head_width", "float-string", "wrong-type", """
+        def quiz_head_width():
+            return {"head_width": "8", "concat_width": 64}
+    """),
+    wrong("quiz_head_width", "missing", "quiz-missing-key", """
+        def quiz_head_width():
+            return {"head_width": 8}
+    """),
+    # --- quiz_attention_memory (第六章 self-test 4: B and T doubled) ---
+    right("quiz_attention_memory", "number", """
+        def quiz_attention_memory():
+            return {"ratio": 8}
+    """),
+    right("quiz_attention_memory", "computed-float", """
+        def quiz_attention_memory():
+            B, T = 2.0, 2.0
+            return {"ratio": B * T * T}
+    """),
+    wrong("quiz_attention_memory", "four", "quiz-memory-quadratic-missed", """
+        def quiz_attention_memory():
+            return {"ratio": 4}
+    """),
+    wrong("quiz_attention_memory", "two", "quiz-memory-linear", """
+        def quiz_attention_memory():
+            return {"ratio": 2}
+    """),
+    wrong("quiz_attention_memory", "sixteen", "quiz-memory-batch-squared", """
+        def quiz_attention_memory():
+            return {"ratio": 16}
+    """),
+    wrong("quiz_attention_memory", "bare-number", "wrong-type", """
+        def quiz_attention_memory():
+            return 8
     """),
 ]

@@ -32,7 +32,9 @@ def _as_shape(value) -> tuple[int, ...] | None:
 
 @check("tensor_shape_quiz")
 def check_tensor_shape_quiz(candidate, extended: bool = False, seed: int = 0) -> None:
-    """The quiz has one set of answers; ``extended`` and ``seed`` exist for a uniform API."""
+    """The quiz has one set of answers, so nothing is random: ``extended`` and ``seed`` change
+    nothing (they are accepted so that every check is called the same way)."""
+    del extended, seed
     answers = call(candidate)
     if not isinstance(answers, dict):
         raise CheckError("wrong-type", f"tensor_shape_quiz() 应返回 dict，实际得到 {type(answers).__name__}。")
@@ -43,7 +45,8 @@ def check_tensor_shape_quiz(candidate, extended: bool = False, seed: int = 0) ->
             raise CheckError("quiz-missing-key", f"答案里没有键 {key!r}（需要 {', '.join(QUIZ_KEYS)}）。")
         shape = _as_shape(answers[key])
         if shape is None:
-            raise CheckError("wrong-type", f"{key} 的答案应是由整数组成的元组，例如 (2, 5, 4)，实际是 {answers[key]!r}。")
+            raise CheckError("wrong-type",
+                             f"{key} 的答案应是由整数组成的元组，例如 (2, 5, 4)，实际是 {answers[key]!r}。")
         if shape == truth[key]:
             continue
         if key in ("Q", "K", "V") and shape == (B, T, C):
@@ -52,4 +55,8 @@ def check_tensor_shape_quiz(candidate, extended: bool = False, seed: int = 0) ->
             raise CheckError("quiz-scores-shape", f"{key} 的形状不是 {shape}。")
         if key == "out" and shape == (B, T, C):
             raise CheckError("quiz-out-width", f"out 的形状不是 {shape}。")
+        if key == "out" and shape == (B, T, T):
+            raise CheckError("quiz-out-is-weights", f"out 的形状不是 {shape}。")
+        if shape == truth[key][1:]:
+            raise CheckError("quiz-batch-dropped", f"{key} 的形状不是 {shape}：少了一维。")
         raise CheckError("wrong", f"{key} 的形状不是 {shape}：回到上面的形状追踪表再推一遍。")

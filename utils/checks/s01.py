@@ -10,6 +10,8 @@ from .core import CheckError, call_pure, check, crash_hint, expect, randn
 # (batch dims, T, C, D): D != C so that a transposed weight cannot pass, and batch dims vary.
 PROJECTION_CASES = [((1,), 4, 6, 6), ((2,), 5, 8, 4), ((3, 2), 3, 5, 7)]
 PROJECTION_EXTENDED = [((), 7, 12, 3), ((4,), 1, 16, 16), ((2, 3), 6, 9, 2)]
+# transpose(1, 2), transpose(0, 1), permute(0, 2, 1): right for one number of dims only
+FIXED_TRANSPOSE = r"transpose\(\s*[0-9]\s*,\s*[0-9]\s*\)|permute\(\s*0\s*,\s*2\s*,\s*1\s*\)"
 # (batch dims, Tq, Tk, D): Tq != Tk so that K Qᵀ has a visibly different shape.
 SCORE_CASES = [((), 4, 6, 8), ((2,), 5, 5, 3), ((2, 3), 3, 7, 4)]
 SCORE_EXTENDED = [((), 9, 2, 16), ((5,), 1, 1, 1), ((2, 1), 6, 6, 64)]
@@ -42,13 +44,14 @@ def check_attention_scores(candidate, extended: bool = False, seed: int = 0) -> 
     for i, (batch, Tq, Tk, D) in enumerate(cases):
         q = randn(*batch, Tq, D, seed=seed + 10 * i)
         k = randn(*batch, Tk, D, seed=seed + 10 * i + 1)
-        with crash_hint(candidate, {"transpose-all-dims": r"\.T\b|\.t\(\)"}):
+        with crash_hint(candidate, {"transpose-all-dims": r"\.T\b|\.t\(\)", "transpose-fixed-dims": FIXED_TRANSPOSE}):
             got = call_pure(candidate, q, k)
         want = q @ k.transpose(-2, -1)  # (..., Tq, Tk)
         wrong = [
             ("qk-swapped", lambda: k @ q.transpose(-2, -1)),
             ("unexpected-scale", lambda: want / math.sqrt(D)),
             ("transpose-all-dims", lambda: _matmul_full_transpose(q, k)),
+            ("transpose-fixed-dims", lambda: _matmul_fixed_transpose(q, k)),
         ]
         expect(got, want, f"q 形状 {tuple(q.shape)}、k 形状 {tuple(k.shape)} 时的分数", wrong)
 
@@ -58,4 +61,12 @@ def _matmul_full_transpose(q: torch.Tensor, k: torch.Tensor):
     try:
         return q @ k.permute(*reversed(range(k.dim())))
     except RuntimeError:
+        return None
+
+
+def _matmul_fixed_transpose(q: torch.Tensor, k: torch.Tensor):
+    """What ``q @ k.transpose(1, 2)`` computes when that is not the last two dims (4-dim k)."""
+    try:
+        return None if k.dim() == 3 else q @ k.transpose(1, 2)
+    except (RuntimeError, IndexError):
         return None

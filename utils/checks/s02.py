@@ -6,7 +6,8 @@ import numbers
 
 import torch
 
-from .core import CheckError, TorchCalls, call, call_pure, check, expect, randn, require_tensor
+from .core import CheckError, TorchCalls, call, call_pure, check, crash_hint, expect, randn, require_tensor
+from .s01 import FIXED_TRANSPOSE
 
 N_SAMPLES = 20_000          # enough for a 6% tolerance (std of a sample variance ≈ D·√(2/n))
 VARIANCE_DIMS = (4, 16, 64)
@@ -56,7 +57,8 @@ def check_scaled_attention_scores(candidate, extended: bool = False, seed: int =
     for i, (batch, Tq, Tk, D) in enumerate(SCALED_CASES + (SCALED_EXTENDED if extended else [])):
         q = randn(*batch, Tq, D, seed=seed + 10 * i)
         k = randn(*batch, Tk, D, seed=seed + 10 * i + 1)
-        got = call_pure(candidate, q, k)
+        with crash_hint(candidate, {"transpose-fixed-dims": FIXED_TRANSPOSE}):
+            got = call_pure(candidate, q, k)
         raw = q @ k.transpose(-2, -1)  # (..., Tq, Tk)
         wrong = [("scale-missing", raw), ("scale-by-D", raw / D), ("scale-inverted", raw * math.sqrt(D)),
                  ("qk-swapped", lambda: k @ q.transpose(-2, -1) / math.sqrt(D)),
@@ -66,8 +68,15 @@ def check_scaled_attention_scores(candidate, extended: bool = False, seed: int =
 
 # --- softmax --------------------------------------------------------------------------------
 
+# x.max(dim) without .values / [0]; a max or sum over dim without keepdim
+_SOFTMAX_CRASHES = {
+    "max-returns-namedtuple": r"\.max\((?:dim\s*=\s*)?[\w-]+(?:\s*,\s*keepdim\s*=\s*True)?\)(?!\s*(?:\.values|\[0\]))",
+    "keepdim-missing": r"\.(?:amax|max|sum)\((?:dim\s*=\s*)?[\w-]+\s*\)",
+}
+
+
 def _softmax_call(candidate, x: torch.Tensor, dim: int):
-    with TorchCalls() as calls:
+    with TorchCalls() as calls, crash_hint(candidate, _SOFTMAX_CRASHES):
         got = call_pure(candidate, x, dim=dim)
     builtin = calls.first_named("softmax")  # softmax, log_softmax, _softmax, Softmax's F.softmax …
     if builtin:
@@ -95,23 +104,38 @@ def check_softmax(candidate, extended: bool = False, seed: int = 0) -> None:
         e = x.exp()
         wrong = [("softmax-wrong-dim", torch.softmax(x, dim=d)) for d in range(x.dim()) if d != dim % x.dim()]
         wrong += [("not-normalized", e), ("not-normalized", (x - x.amax(dim, keepdim=True)).exp())]
+        shifted = (x - x.amax(dim, keepdim=True)).exp()                  # each slice's own max, then one sum
+        wrong[:0] = [("softmax-whole-tensor", torch.softmax(x.flatten(), dim=0).view_as(x)),
+                     ("softmax-whole-tensor", shifted / shifted.sum())]
         expect(got, want, f"输入{what}时的 softmax", wrong)
     _check_softmax_stability(candidate, seed)
 
 
+def _stability_probes(seed: int):
+    """Row 0 near 1e4 (exp overflows without a max subtraction); row 1 small (it underflows to
+    0/0 when the max of the whole tensor is subtracted instead of each row's own); a tensor with
+    -inf entries, each row keeping a finite one. The seed moves the values and the -inf places."""
+    g = torch.Generator().manual_seed(seed)
+    n = 3 + seed % 3
+    big = torch.stack([1e4 - torch.rand(n, generator=g) * 3, torch.randn(n, generator=g)])  # (2, n)
+    big[0, int(torch.randint(n, (1,), generator=g))] = 1e4
+    masked = torch.randn(2, n + 1, generator=g)                                              # (2, n+1)
+    hidden = torch.rand(2, n + 1, generator=g) > 0.5
+    hidden[torch.arange(2), torch.randint(n + 1, (2,), generator=g)] = False                 # one finite per row
+    return big, masked.masked_fill(hidden, float("-inf"))
+
+
 def _check_softmax_stability(candidate, seed: int) -> None:
-    # Row 0 overflows exp without a max subtraction; row 1 underflows to 0/0 when the max
-    # of the whole tensor (1e4) is subtracted instead of each row's own max.
-    big = torch.tensor([[1e4, 1e4 - 1.0, 1e4 - 3.0], [-2.0, 0.0, 1.0]])  # (2, 3)
+    big, masked = _stability_probes(seed)
+    shown = "[" + ", ".join(f"{v:.1f}" for v in big[0].tolist()) + "]"
     got = _softmax_call(candidate, big, -1)
     if got.shape == big.shape and not torch.isfinite(got[0]).all():
-        raise CheckError("no-max-subtraction", "输入第一行是 [1e4, 1e4-1, 1e4-3] 时输出含 NaN/inf。")
+        raise CheckError("no-max-subtraction", f"输入第一行是 {shown}（1e4 量级）时输出含 NaN/inf。")
     if got.shape == big.shape and not torch.isfinite(got[1]).all():
-        raise CheckError("global-max-subtraction", "两行分别是 [1e4, 1e4-1, 1e4-3] 和 [-2, 0, 1] 时，第二行变成了 NaN。")
+        raise CheckError("global-max-subtraction",
+                         f"第一行是 {shown}、第二行是几个绝对值不大的数时，第二行变成了 NaN。")
     # float32 cannot do better than ~1e-3 near 1e4 for some correct formulas (e.g. logsumexp)
     expect(got, torch.softmax(big, dim=-1), "输入含 1e4 量级的数时的 softmax", atol=1e-3, rtol=1e-3)
-    inf = float("-inf")
-    masked = torch.tensor([[0.5, inf, 1.5, inf], [inf, inf, 2.0, inf]])  # -inf entries must give 0
     got = _softmax_call(candidate, masked, -1)
     if got.shape == masked.shape and not torch.isfinite(got).all():
         raise CheckError("nan-output", "含 -inf（但每行至少一个有限值）的输入得到了 NaN；-inf 的位置应得到 0。")
@@ -130,5 +154,6 @@ def check_softmax_jacobian(candidate, extended: bool = False, seed: int = 0) -> 
         want = torch.autograd.functional.jacobian(lambda z: torch.softmax(z, dim=0), logits)  # (n, n)
         outer = torch.outer(p, p)
         wrong = [("jacobian-sign", outer - torch.diag(p)), ("jacobian-diag-only", torch.diag(p)),
+                 ("jacobian-inner-product", torch.diag(p) - p @ p),
                  ("jacobian-diag-only", torch.diag(p * (1 - p))), ("jacobian-outer-only", -outer)]
         expect(got, want, f"p 形状 ({n},) 时的雅可比矩阵", wrong)

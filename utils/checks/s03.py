@@ -7,6 +7,7 @@ import torch
 import torch.nn as nn
 
 from .core import CheckError, call, call_pure, check, close, crash_hint, expect, randn, require_tensor
+from .s01 import FIXED_TRANSPOSE
 
 # (batch dims, Tq, Tk, D, Dv): Tq != Tk and D != Dv expose swapped roles and the wrong scale.
 ATTENTION_CASES = [((2,), 4, 6, 8, 3), ((), 5, 5, 4, 4), ((2, 3), 3, 7, 16, 5)]
@@ -26,7 +27,7 @@ def softmax_attention(q, k, v, mask=None, scale=None):
     return weights @ v, weights                                    # (..., Tq, Dv)
 
 
-def _random_mask(batch, Tq, Tk, seed):
+def _random_mask(Tq, Tk, seed):
     """A bool mask broadcastable to (..., Tq, Tk) where every query row sees >= 1 key."""
     g = torch.Generator().manual_seed(seed)
     mask = torch.rand(Tq, Tk, generator=g) > 0.4                   # (Tq, Tk)
@@ -40,7 +41,7 @@ def _as_pair(result, what: str):
     return result
 
 
-def _attention_misconceptions(q, k, v, mask, weights_want, out_want):
+def _attention_misconceptions(q, k, v, mask, out_want):
     D, Tk = q.size(-1), k.size(-2)
     scores = q @ k.transpose(-2, -1) / math.sqrt(D)                # (..., Tq, Tk)
     items = [
@@ -49,6 +50,7 @@ def _attention_misconceptions(q, k, v, mask, weights_want, out_want):
         ("scale-by-value-dim", lambda: softmax_attention(q, k, v, mask, scale=1 / math.sqrt(v.size(-1)))),
         ("scale-by-sqrt-T", lambda: softmax_attention(q, k, v, mask, scale=1 / math.sqrt(Tk))),
         ("softmax-wrong-dim", lambda: _pair(torch.softmax(_masked(scores, mask), dim=-2), v)),
+        ("returns-scores", lambda: (out_want, _masked(scores, mask))),
     ]
     if q.shape == k.shape:
         items.append(("qk-swapped", lambda: _pair(torch.softmax(_masked(scores.mT, mask), -1), v)))
@@ -91,13 +93,15 @@ def check_attention(candidate, extended: bool = False, seed: int = 0) -> None:
         q = randn(*batch, Tq, D, seed=seed + 10 * i)
         k = randn(*batch, Tk, D, seed=seed + 10 * i + 1)
         v = randn(*batch, Tk, Dv, seed=seed + 10 * i + 2)
-        for mask in (None, _random_mask(batch, Tq, Tk, seed + 10 * i + 3)):
-            what = f"q {tuple(q.shape)}、k {tuple(k.shape)}、v {tuple(v.shape)}" + ("、带 mask" if mask is not None else "")
+        for mask in (None, _random_mask(Tq, Tk, seed + 10 * i + 3)):
+            what = (f"q {tuple(q.shape)}、k {tuple(k.shape)}、v {tuple(v.shape)}"
+                    + ("、带 mask" if mask is not None else ""))
             args = (q, k, v) if mask is None else (q, k, v, mask)
-            with crash_hint(candidate, {"qk-swapped": r"\bk\s*@\s*q\b|matmul\(\s*k\s*,\s*q\b"}):
+            with crash_hint(candidate, {"qk-swapped": r"\bk\s*@\s*q\b|matmul\(\s*k\s*,\s*q\b",
+                                        "transpose-fixed-dims": FIXED_TRANSPOSE}):
                 out, weights = _as_pair(call_pure(candidate, *args), "attention")
             want_out, want_weights = softmax_attention(q, k, v, mask)
-            items = _attention_misconceptions(q, k, v, mask, want_weights, want_out)
+            items = _attention_misconceptions(q, k, v, mask, want_out)
             _diagnose_pair(out, weights, want_out, want_weights, items, what)
             sums = require_tensor(weights, "weights").sum(-1)
             if not torch.allclose(sums, torch.ones_like(sums), atol=1e-5):
@@ -112,14 +116,16 @@ def _check_head_layout(head, n_embed: int, head_size: int, context_length: int) 
         if not isinstance(layer, nn.Linear):
             raise CheckError("linear-layout", f"Head 应有属性 {name} = nn.Linear(...)，实际是 {type(layer).__name__}。")
         if (layer.in_features, layer.out_features) != (n_embed, head_size) or layer.bias is not None:
-            raise CheckError("linear-layout", f"{name} 应为 nn.Linear({n_embed}, {head_size}, bias=False)，实际是 {layer}。")
+            raise CheckError("linear-layout",
+                             f"{name} 应为 nn.Linear({n_embed}, {head_size}, bias=False)，实际是 {layer}。")
     params = dict(head.named_parameters())
     buffers = dict(head.named_buffers())
     if "tril" in params or "tril" not in buffers:
         raise CheckError("tril-not-buffer", "没有找到名为 tril 的缓冲区（head.named_buffers() 里应该有它）。")
     tril = buffers["tril"]
     if tuple(tril.shape) != (context_length, context_length):
-        raise CheckError("tril-not-buffer", f"tril 的形状应为 {(context_length, context_length)}，实际是 {tuple(tril.shape)}。")
+        raise CheckError("tril-not-buffer",
+                         f"tril 的形状应为 {(context_length, context_length)}，实际是 {tuple(tril.shape)}。")
 
 
 def _head_reference(head, x: torch.Tensor) -> torch.Tensor:
@@ -138,6 +144,8 @@ def _head_misconceptions(head, x: torch.Tensor):
     return [
         ("not-causal", lambda: softmax_attention(q, k, v)[0]),
         ("mask-reversed", lambda: torch.softmax(scores.masked_fill(causal, float("-inf")), -1) @ v),
+        ("mask-transposed", lambda: torch.softmax(scores.masked_fill(~causal.T, float("-inf")), -1) @ v),
+        ("softmax-wrong-dim", lambda: torch.softmax(scores.masked_fill(~causal, float("-inf")), -2) @ v),
         ("mask-after-softmax", lambda: (torch.softmax(scores, -1) * causal) @ v),
         ("mask-fill-zero", lambda: torch.softmax(scores.masked_fill(~causal, 0.0), -1) @ v),
         ("scale-missing", lambda: softmax_attention(q, k, v, causal, scale=1.0)[0]),

@@ -14,16 +14,27 @@ def _true_causal(T: int) -> torch.Tensor:
 
 # --- causal_mask ------------------------------------------------------------------------------
 
+def _lengths(seed: int, low: int, high: int, count: int) -> list[int]:
+    """``count`` random integers in [low, high], drawn from ``seed``: hidden tests see new sizes."""
+    g = torch.Generator().manual_seed(seed)
+    return torch.randint(low, high + 1, (count,), generator=g).tolist()
+
+
 @check("causal_mask")
 def check_causal_mask(candidate, extended: bool = False, seed: int = 0) -> None:
-    for T in (4, 1, 7) + ((2, 16, 33) if extended else ()):
+    sizes = (4, 1, 7, *_lengths(seed, 2, 8, 1)) + ((2, 16, 33, *_lengths(seed + 1, 9, 40, 1)) if extended else ())
+    for T in sizes:
         got = call(candidate, T)
         want = _true_causal(T)
+        full = torch.ones(T, T, dtype=torch.bool)                            # (T, T)
         if isinstance(got, torch.Tensor) and got.dtype != torch.bool and got.shape == want.shape:
-            raise CheckError("mask-not-bool", f"T={T} 时掩码的 dtype 是 {got.dtype}，应为 torch.bool（True = 可以看）。")
+            raise CheckError("mask-not-bool",
+                             f"T={T} 时掩码的 dtype 是 {got.dtype}，应为 torch.bool（True = 可以看）。")
         expect(got, want, f"T={T} 时的因果掩码", [
-            ("mask-reversed", ~want), ("mask-diagonal-excluded", want.tril(-1)),
-            ("mask-reversed", want.triu()), ("mask-reversed", want.triu(1))])
+            ("mask-reversed", ~want),                                        # == full.triu(1): only the future
+            ("mask-transposed", want.T),                                     # == full.triu(): itself and the future
+            ("mask-diagonal-excluded", want.tril(-1)),                       # == ~full.triu(): only the past
+            ("mask-diagonal-excluded", full.triu(1).T)])
     _check_device_is_used(candidate)
 
 
@@ -41,6 +52,8 @@ def _check_device_is_used(candidate) -> None:
 @check("padding_mask")
 def check_padding_mask(candidate, extended: bool = False, seed: int = 0) -> None:
     cases = [([3, 5, 1], 5), ([4], 6), ([2, 2], 2)] + ([([7, 1, 4, 6], 7), ([1], 1)] if extended else [])
+    T = 3 + seed % 6
+    cases.append((_lengths(seed, 1, T, 3 + seed % 3), T))                    # new lengths for every seed
     for lengths_list, T in cases:
         lengths = torch.tensor(lengths_list)
         got = call_pure(candidate, lengths, T)
@@ -59,6 +72,8 @@ def check_padding_mask(candidate, extended: bool = False, seed: int = 0) -> None
 @check("combine_masks")
 def check_combine_masks(candidate, extended: bool = False, seed: int = 0) -> None:
     cases = [([3, 5, 1], 5), ([2, 4], 4)] + ([([6, 1, 3], 6), ([1], 1)] if extended else [])
+    T = 3 + seed % 5
+    cases.append((_lengths(seed, 1, T, 2 + seed % 3), T))                    # new lengths for every seed
     for lengths_list, T in cases:
         causal = _true_causal(T)                                              # (T, T)
         key_padding = torch.arange(T)[None, :] < torch.tensor(lengths_list)[:, None]  # (B, T)
@@ -70,7 +85,8 @@ def check_combine_masks(candidate, extended: bool = False, seed: int = 0) -> Non
         query_axis = (causal[None] & key_padding[:, :, None])[:, None]
         expect(got, want, what, [
             ("mask-not-broadcastable", want[:, 0]), ("padding-on-query-axis", query_axis),
-            ("padding-on-query-axis", query_axis[:, 0]), ("mask-combined-with-or", (causal[None] | key_padding[:, None, :])[:, None]),
+            ("padding-on-query-axis", query_axis[:, 0]),
+            ("mask-combined-with-or", (causal[None] | key_padding[:, None, :])[:, None]),
             ("mask-combined-with-or", causal[None] | key_padding[:, None, :])])
 
 
@@ -105,7 +121,8 @@ def check_masked_softmax(candidate, extended: bool = False, seed: int = 0) -> No
             ("fully-masked-uniform", torch.softmax(scores.masked_fill(~mask, -1e9), -1)),
             ("mask-after-softmax", torch.softmax(scores, -1) * mask),
             ("mask-reversed", torch.softmax(scores.masked_fill(mask, NEG_INF), -1).nan_to_num(0.0)),
-            ("mask-fill-zero", torch.softmax(scores.masked_fill(~mask, 0.0), -1))])
+            ("mask-fill-zero", torch.softmax(scores.masked_fill(~mask, 0.0), -1)),
+            ("softmax-wrong-dim", torch.softmax(scores.masked_fill(~mask, NEG_INF), -2).nan_to_num(0.0))])
         if not bool((got[~mask] == 0).all()):
             raise CheckError("wrong", f"{what}：被屏蔽的位置应当恰好是 0。")
     _check_broadcast_and_gradient(candidate, seed)
@@ -116,7 +133,8 @@ def _check_broadcast_and_gradient(candidate, seed: int) -> None:
     scores = randn(2, 3, 4, 4, seed=seed + 50).requires_grad_()              # (B, H, T, T)
     mask = _true_causal(4)                                                   # (T, T) broadcasts
     got = require_tensor(call(candidate, scores, mask), "masked_softmax 的输出")
-    expect(got.detach(), _reference_masked_softmax(scores.detach(), mask), "mask 形状 (T, T)、scores 形状 (B, H, T, T) 时")
+    expect(got.detach(), _reference_masked_softmax(scores.detach(), mask),
+           "mask 形状 (T, T)、scores 形状 (B, H, T, T) 时")
     empty = torch.zeros(4, dtype=torch.bool)                                 # every key hidden
     got = require_tensor(call(candidate, scores, empty), "masked_softmax 的输出")
     upstream = randn(*got.shape, seed=seed + 51)
@@ -164,10 +182,12 @@ def causal_examples(T: int):
         ("因果注意力", _causal_attention, True),
         ("前缀和 cumsum", lambda x: x.cumsum(-2), True),
         ("逐位置的线性层", lambda x: x[..., : max(1, x.size(-1) // 2)] * 2.0, True),
-        ("只看过去和自己的一维卷积", lambda x: x + torch.roll(x, 1, dims=-2) * (torch.arange(x.size(-2)) > 0)[:, None], True),
+        ("只看过去和自己的一维卷积",
+         lambda x: x + torch.roll(x, 1, dims=-2) * (torch.arange(x.size(-2)) > 0)[:, None], True),
         ("严格只看过去（对角线也屏蔽）", lambda x: _attention_with_mask(x, _true_causal(x.size(-2)).tril(-1)), True),
         ("掩码方向反了的注意力", lambda x: _attention_with_mask(x, ~_true_causal(x.size(-2)).tril(-1)), False),
-        ("对角线偏了一格、能看到下一个 token 的注意力", lambda x: _attention_with_mask(x, torch.ones(x.size(-2), x.size(-2), dtype=torch.bool).tril(1)), False),
+        ("对角线偏了一格、能看到下一个 token 的注意力",
+         lambda x: _attention_with_mask(x, torch.ones(x.size(-2), x.size(-2), dtype=torch.bool).tril(1)), False),
         ("反向前缀和（从后往前累加）", lambda x: x.flip(-2).cumsum(-2).flip(-2), False),
         (f"只有位置 {mid} 偷看了最后一个位置", lambda x: _leak(x, x.size(-2) - 1, mid), False),
         (f"只有位置 {early} 偷看了位置 {early + 1}", lambda x: _leak(x, early + 1, early), False),
@@ -177,6 +197,7 @@ def causal_examples(T: int):
 @check("is_causal")
 def check_is_causal(candidate, extended: bool = False, seed: int = 0) -> None:
     settings = [(8, 16), (5, 3)] + ([(12, 4), (3, 8)] if extended else [])
+    settings.append(tuple(_lengths(seed, 3, 10, 2)))                         # a (T, C) drawn from the seed
     for T, C in settings:
         for description, fn, causal in causal_examples(T):
             verdict = call(candidate, fn, T=T, C=C)

@@ -12,14 +12,16 @@ import torch.nn as nn
 import torch.nn.functional as F
 
 from .core import CheckError, call, call_pure, check, crash_hint, expect, randn
-from .s03 import _head_reference
+from .s03 import _call_head, _head_reference
 
 # (B, T, n_embed, n_head, context_length): n_head > 1 so that √C and √Dh differ; T < context.
 MODULE_CASES = [(2, 5, 12, 3, 8), (1, 7, 16, 4, 7), (3, 1, 8, 2, 4)]
 MODULE_EXTENDED = [(2, 6, 32, 8, 10), (1, 9, 6, 6, 9), (4, 3, 20, 5, 3)]
 SPLIT_CASES = [(2, 3, 12, 4), (1, 5, 8, 2), (2, 1, 6, 1)]  # (B, T, C, H) with T != H
 SPLIT_EXTENDED = [(3, 4, 32, 8), (1, 2, 10, 5)]
-_VIEW_CRASH = {"view-needs-contiguous": r"\.view\("}
+_VIEW_CRASH = {"head-size-float": r"(?<!/)/(?!/)\s*(?:self\.)?(?:n_head|H)\b", "view-needs-contiguous": r"\.view\("}
+_MODULE_CRASH = {"head-size-float": _VIEW_CRASH["head-size-float"],
+                 "concat-wrong-dim": r"cat\(.*dim\s*=\s*(?:0|1|-2|-3)\s*\)"}
 
 
 def _check_linear(layer, name: str, n_in: int, n_out: int, bias: bool) -> None:
@@ -30,9 +32,11 @@ def _check_linear(layer, name: str, n_in: int, n_out: int, bias: bool) -> None:
         raise CheckError("linear-layout", f"{name} 应为 {want}，实际是 {layer}。")
 
 
-def _make(candidate, n_embed, n_head, context_length):
-    torch.manual_seed(n_embed * 31 + n_head)
-    module = call(candidate, n_embed=n_embed, n_head=n_head, context_length=context_length)
+def _make(candidate, n_embed, n_head, context_length, seed):
+    """The candidate module, its weights initialised from ``seed`` (hidden tests: new weights)."""
+    torch.manual_seed(seed * 1009 + n_embed * 31 + n_head)
+    with crash_hint(getattr(candidate, "__init__", candidate), _MODULE_CRASH):
+        module = call(candidate, n_embed=n_embed, n_head=n_head, context_length=context_length)
     if not isinstance(module, nn.Module):
         raise CheckError("wrong-type", f"应创建一个 nn.Module，实际是 {type(module).__name__}。")
     return module
@@ -79,15 +83,18 @@ def check_merge_heads(candidate, extended: bool = False, seed: int = 0) -> None:
 
 # --- MultiHeadAttention --------------------------------------------------------------------
 
-def _check_mha_layout(mha, n_embed, n_head, context_length) -> None:
+def _check_mha_layout(mha, n_embed, n_head) -> None:
     heads = getattr(mha, "heads", None)
+    if isinstance(heads, (list, tuple)):
+        raise CheckError("heads-plain-list", f"heads 是 {type(heads).__name__}，应为 nn.ModuleList。")
     if not isinstance(heads, nn.ModuleList) or len(heads) != n_head:
         raise CheckError("linear-layout", f"heads 应为 nn.ModuleList，包含 n_head={n_head} 个 Head。")
     for h in heads:
         for name in ("key", "query", "value"):
             layer = getattr(h, name, None)
             if isinstance(layer, nn.Linear) and layer.out_features != n_embed // n_head:
-                raise CheckError("head-size", f"每个头宽应为 n_embed // n_head = {n_embed // n_head}，实际是 {layer.out_features}。")
+                raise CheckError("head-size",
+                                 f"每个头宽应为 n_embed // n_head = {n_embed // n_head}，实际是 {layer.out_features}。")
             _check_linear(layer, f"heads[i].{name}", n_embed, n_embed // n_head, bias=False)
     _check_linear(getattr(mha, "proj", None), "proj", n_embed, n_embed, bias=True)
 
@@ -95,10 +102,11 @@ def _check_mha_layout(mha, n_embed, n_head, context_length) -> None:
 @check("MultiHeadAttention")
 def check_MultiHeadAttention(candidate, extended: bool = False, seed: int = 0) -> None:
     for i, (B, T, C, H, L) in enumerate(MODULE_CASES + (MODULE_EXTENDED if extended else [])):
-        mha = _make(candidate, C, H, L)
-        _check_mha_layout(mha, C, H, L)
+        mha = _make(candidate, C, H, L, seed)
+        _check_mha_layout(mha, C, H)
         x = randn(B, T, C, seed=seed + i)
-        got = call_pure(mha, x)
+        with crash_hint(type(mha).forward, _MODULE_CRASH):
+            got = _call_head(mha, x, L)
         with torch.no_grad():
             heads = [_head_reference(h, x) for h in mha.heads]              # H × (B, T, Dh)
             concat = torch.cat(heads, dim=-1)                               # (B, T, C)
@@ -120,7 +128,7 @@ def _no_transpose_merge(x):
 
 
 def _fused_reference(module, x, n_head, scale=None, layout="blocks", causal=True, proj=True,
-                     split=_split, merge=_merge):
+                     split=_split, merge=_merge, transposed_mask=False):
     """Fused attention from the module's own weights; the options give the misconceptions."""
     B, T, C = x.shape
     qkv = module.qkv(x)                                                     # (B, T, 3C)
@@ -129,6 +137,7 @@ def _fused_reference(module, x, n_head, scale=None, layout="blocks", causal=True
     else:  # per-head interleaved [q_h | k_h | v_h] for each head
         q, k, v = qkv.view(B, T, n_head, 3, C // n_head).permute(3, 0, 2, 1, 4)
     mask = torch.ones(T, T, dtype=torch.bool).tril() if causal else None
+    mask = mask.T if transposed_mask else mask
     scale = 1 / math.sqrt(C // n_head) if scale is None else scale
     y = merge(F.scaled_dot_product_attention(q, k, v, attn_mask=mask, scale=scale))  # (B, T, C)
     return module.proj(y) if proj else y
@@ -149,14 +158,14 @@ def _loops_over_heads(forward) -> bool:
 @check("CausalSelfAttention")
 def check_CausalSelfAttention(candidate, extended: bool = False, seed: int = 0) -> None:
     for i, (B, T, C, H, L) in enumerate(MODULE_CASES + (MODULE_EXTENDED if extended else [])):
-        module = _make(candidate, C, H, L)
+        module = _make(candidate, C, H, L, seed)
         _check_linear(getattr(module, "qkv", None), "qkv", C, 3 * C, bias=False)
         _check_linear(getattr(module, "proj", None), "proj", C, C, bias=True)
         if _loops_over_heads(type(module).forward):
-            raise CheckError("loop-over-heads", "forward 里有 for/while 循环或列表推导式。")
+            raise CheckError("loop-over-heads", "forward 里有一个遍历头（或 range(...)）的 for/while 循环或推导式。")
         x = randn(B, T, C, seed=seed + i)
         with crash_hint(type(module).forward, _VIEW_CRASH):
-            got = call_pure(module, x)
+            got = _call_head(module, x, L)
         with torch.no_grad():
             def ref(**options):
                 return _fused_reference(module, x, H, **options)
@@ -164,6 +173,7 @@ def check_CausalSelfAttention(candidate, extended: bool = False, seed: int = 0) 
                 ("scale-by-sqrt-C", lambda: ref(scale=1 / math.sqrt(C))),
                 ("scale-missing", lambda: ref(scale=1.0)),
                 ("not-causal", lambda: ref(causal=False)),
+                ("mask-transposed", lambda: ref(transposed_mask=True)),
                 ("qkv-interleaved", lambda: ref(layout="interleaved")),
                 ("proj-missing", lambda: ref(proj=False)),
                 ("view-without-transpose", lambda: ref(split=_no_transpose_split)),
@@ -189,11 +199,76 @@ def check_copy_heads_into(candidate, extended: bool = False, seed: int = 0) -> N
         stacked = {name: torch.cat([getattr(h, name).weight for h in looped.heads], dim=0)  # (C, C)
                    for name in ("query", "key", "value")}
         want_qkv = torch.cat([stacked["query"], stacked["key"], stacked["value"]], dim=0)  # (3C, C)
+        per_head = [torch.cat([h.query.weight, h.key.weight, h.value.weight], dim=0) for h in looped.heads]
+        reversed_heads = {name: torch.cat([getattr(h, name).weight for h in looped.heads[::-1]], dim=0)
+                          for name in ("query", "key", "value")}
         expect(fused.qkv.weight.detach(), want_qkv.detach(), f"n_embed={C}, n_head={H} 时 fused.qkv.weight", [
             ("copy-qkv-order", torch.cat([stacked["key"], stacked["query"], stacked["value"]], 0)),
-            ("copy-qkv-order", torch.cat([stacked["query"], stacked["value"], stacked["key"]], 0))])
+            ("copy-qkv-order", torch.cat([stacked["query"], stacked["value"], stacked["key"]], 0)),
+            ("qkv-interleaved", torch.cat(per_head, dim=0)),
+            ("heads-concat-order", torch.cat([reversed_heads[n] for n in ("query", "key", "value")], 0))])
         if not (torch.equal(fused.proj.weight, looped.proj.weight) and torch.equal(fused.proj.bias, looped.proj.bias)):
             raise CheckError("copy-proj-missing", "fused.proj 的权重或偏置与 looped.proj 不同。")
         x = randn(B, T, C, seed=seed + 100 + i)
         with torch.no_grad():
-            expect(fused(x), looped(x), f"复制之后 fused(x) 与 looped(x)")
+            expect(fused(x), looped(x), "复制之后 fused(x) 与 looped(x)")
+
+
+# --- the self-test questions of 第六章 (quiz_head_width, quiz_attention_memory) ---------------
+
+QUIZ_C, QUIZ_H = 64, 8          # self-test 3: n_embed = 64, n_head = 8
+QUIZ_FACTORS = (2, 2)           # self-test 4: B doubled, T doubled
+
+
+def _quiz_answers(candidate, name: str, keys: tuple[str, ...]) -> dict:
+    answers = call(candidate)
+    if not isinstance(answers, dict):
+        raise CheckError("wrong-type", f"{name}() 应返回 dict，实际得到 {type(answers).__name__}。")
+    for key in keys:
+        if key not in answers:
+            raise CheckError("quiz-missing-key", f"答案里没有键 {key!r}（需要 {', '.join(keys)}）。")
+        value = answers[key]
+        if isinstance(value, torch.Tensor) and value.numel() == 1:
+            value = value.item()
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or value != int(value):
+            raise CheckError("wrong-type", f"{key} 的答案应是一个整数，实际是 {answers[key]!r}。")
+        answers[key] = int(value)
+    return answers
+
+
+@check("quiz_head_width")
+def check_quiz_head_width(candidate, extended: bool = False, seed: int = 0) -> None:
+    """One set of answers, nothing random: ``extended`` and ``seed`` change nothing."""
+    del extended, seed
+    answers = _quiz_answers(candidate, "quiz_head_width", ("head_width", "concat_width"))
+    C, H = QUIZ_C, QUIZ_H
+    width, concat = answers["head_width"], answers["concat_width"]
+    if width != C // H:
+        if width == C:
+            raise CheckError("quiz-head-width-from-C", f"head_width 不是 {width}。")
+        if width == C * H:
+            raise CheckError("quiz-head-width-times-H", f"head_width 不是 {width}。")
+        raise CheckError("wrong", f"head_width 不是 {width}：n_embed = {C} 要平分给 n_head = {H} 个头。")
+    if concat != C:
+        if concat == C // H:
+            raise CheckError("quiz-concat-width-is-head", f"concat_width 不是 {concat}。")
+        if concat == C * H:
+            raise CheckError("quiz-concat-width-times-H", f"concat_width 不是 {concat}。")
+        raise CheckError("wrong", f"concat_width 不是 {concat}：{H} 个宽 {width} 的头并排是多宽？")
+
+
+@check("quiz_attention_memory")
+def check_quiz_attention_memory(candidate, extended: bool = False, seed: int = 0) -> None:
+    """One set of answers, nothing random: ``extended`` and ``seed`` change nothing."""
+    del extended, seed
+    ratio = _quiz_answers(candidate, "quiz_attention_memory", ("ratio",))["ratio"]
+    b, t = QUIZ_FACTORS
+    if ratio == b * t * t:
+        return
+    if ratio == t * t or ratio == b * t:
+        raise CheckError("quiz-memory-quadratic-missed", f"ratio 不是 {ratio}。")
+    if ratio in (b, t):
+        raise CheckError("quiz-memory-linear", f"ratio 不是 {ratio}。")
+    if ratio == b * b * t * t:
+        raise CheckError("quiz-memory-batch-squared", f"ratio 不是 {ratio}。")
+    raise CheckError("wrong", f"ratio 不是 {ratio}：数一数 (B, H, T, T) 里 B 和 T 各出现几次。")

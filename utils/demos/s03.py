@@ -89,7 +89,8 @@ def plot_healthy_vs_saturated(w_healthy, w_saturated, titles: Sequence[str]):
     heatmap(axes[1], w_saturated, titles[1], vmin=0.0, vmax=1.0, labels=_positions(T))
     rows = torch.arange(T, dtype=torch.float32)
     width = 0.38
-    for shift, w, label, color in [(-width / 2, w_healthy, "健康", "#4C72B0"), (width / 2, w_saturated, "饱和", "#C44E52")]:
+    for shift, w, label, color in [(-width / 2, w_healthy, "健康", "#4C72B0"),
+                                   (width / 2, w_saturated, "饱和", "#C44E52")]:
         top = w.amax(-1)
         axes[2].bar(rows + shift, top, width, label=label, color=color)
         for x, value in zip(rows + shift, top):
@@ -123,7 +124,8 @@ def plot_future_perturbation(delta_causal, delta_full, t0: int):
     T = delta_causal.numel()
     top = float(max(delta_causal.max(), delta_full.max())) * 1.2 or 1.0
     fig, axes = plt.subplots(1, 2, figsize=(10, 3.4), sharey=True)
-    for ax, delta, title in [(axes[0], delta_causal, "有因果掩码（Head）"), (axes[1], delta_full, "去掉掩码（同样的投影）")]:
+    for ax, delta, title in [(axes[0], delta_causal, "有因果掩码（Head）"),
+                             (axes[1], delta_full, "去掉掩码（同样的投影）")]:
         colors = ["#4C72B0" if t < t0 else "#C44E52" for t in range(T)]
         ax.bar(range(T), delta, color=colors)
         ax.axvspan(t0 - 0.5, T - 0.5, color="#C44E52", alpha=0.08)

@@ -62,7 +62,8 @@ def plot_head_layouts(layouts: Mapping[str, torch.Tensor], T: int, C: int):
         ax.set_xlabel("通道 c（x 的最后一维）")
         ax.set_ylabel("token 位置 t")
         ax.set_title(title, fontsize=10)
-    fig.suptitle("输入 x[0, t, c] 的每一格被分到了哪个头、落在该头的第几行\n（红框 = 落到了别的行：行号不等于原来的 token 位置 t）", fontsize=11)
+    fig.suptitle("输入 x[0, t, c] 的每一格被分到了哪个头、落在该头的第几行\n"
+                 "（红框 = 落到了别的行：行号不等于原来的 token 位置 t）", fontsize=11)
     fig.tight_layout()
     return fig
 

@@ -1,10 +1,7 @@
-# Generated from solutions/00_start_here/00_start_here.ipynb by `python3 course.py build`. Do not edit: edit the notebook.
+# Generated from solutions/00_start_here/00_start_here.ipynb
+# by `python3 course.py build`. Do not edit: edit the notebook.
 """Reference implementations of section 00_start_here (the solution cells of its notebook)."""
-import math
 
-import torch
-import torch.nn as nn
-import torch.nn.functional as F
 
 __all__ = ['tensor_shape_quiz']
 

@@ -1,10 +1,7 @@
-# Generated from solutions/01_qkv_and_scores/01_qkv_and_scores.ipynb by `python3 course.py build`. Do not edit: edit the notebook.
+# Generated from solutions/01_qkv_and_scores/01_qkv_and_scores.ipynb
+# by `python3 course.py build`. Do not edit: edit the notebook.
 """Reference implementations of section 01_qkv_and_scores (the solution cells of its notebook)."""
-import math
 
-import torch
-import torch.nn as nn
-import torch.nn.functional as F
 
 __all__ = ['project_qkv', 'attention_scores']
 

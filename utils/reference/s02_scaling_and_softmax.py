@@ -1,10 +1,9 @@
-# Generated from solutions/02_scaling_and_softmax/02_scaling_and_softmax.ipynb by `python3 course.py build`. Do not edit: edit the notebook.
+# Generated from solutions/02_scaling_and_softmax/02_scaling_and_softmax.ipynb
+# by `python3 course.py build`. Do not edit: edit the notebook.
 """Reference implementations of section 02_scaling_and_softmax (the solution cells of its notebook)."""
 import math
 
 import torch
-import torch.nn as nn
-import torch.nn.functional as F
 
 __all__ = ['dot_product_variance', 'scaled_attention_scores', 'softmax', 'softmax_jacobian']
 

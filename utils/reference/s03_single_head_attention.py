@@ -1,4 +1,5 @@
-# Generated from solutions/03_single_head_attention/03_single_head_attention.ipynb by `python3 course.py build`. Do not edit: edit the notebook.
+# Generated from solutions/03_single_head_attention/03_single_head_attention.ipynb
+# by `python3 course.py build`. Do not edit: edit the notebook.
 """Reference implementations of section 03_single_head_attention (the solution cells of its notebook)."""
 import math
 

@@ -1,10 +1,7 @@
-# Generated from solutions/04_masks/04_masks.ipynb by `python3 course.py build`. Do not edit: edit the notebook.
+# Generated from solutions/04_masks/04_masks.ipynb
+# by `python3 course.py build`. Do not edit: edit the notebook.
 """Reference implementations of section 04_masks (the solution cells of its notebook)."""
-import math
-
 import torch
-import torch.nn as nn
-import torch.nn.functional as F
 
 __all__ = ['causal_mask', 'padding_mask', 'combine_masks', 'masked_softmax', 'is_causal']
 

@@ -1,4 +1,5 @@
-# Generated from solutions/05_multi_head_attention/05_multi_head_attention.ipynb by `python3 course.py build`. Do not edit: edit the notebook.
+# Generated from solutions/05_multi_head_attention/05_multi_head_attention.ipynb
+# by `python3 course.py build`. Do not edit: edit the notebook.
 """Reference implementations of section 05_multi_head_attention (the solution cells of its notebook)."""
 import math
 
@@ -6,10 +7,11 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-__all__ = ['MultiHeadAttention', 'split_heads', 'merge_heads', 'CausalSelfAttention', 'copy_heads_into']
+__all__ = ['MultiHeadAttention', 'split_heads', 'merge_heads', 'CausalSelfAttention', 'copy_heads_into',
+    'quiz_head_width', 'quiz_attention_memory']
 
 
-from utils.reference import Head  # the single head of section 03
+from .s03_single_head_attention import Head  # the single head of section 03
 
 
 class MultiHeadAttention(nn.Module):
@@ -81,3 +83,21 @@ def copy_heads_into(looped, fused):
         fused.proj.weight.copy_(looped.proj.weight)
         fused.proj.bias.copy_(looped.proj.bias)
     return fused
+
+
+def quiz_head_width():
+    """第六章 self-test 3: n_embed = 64, n_head = 8.
+
+    Return a dict with two ints: "head_width" (the width D of each head) and
+    "concat_width" (the width after the heads' outputs are concatenated).
+    """
+    return {"head_width": 64 // 8,        # D = C / H
+            "concat_width": 8 * (64 // 8)}  # H heads side by side: H · D = C
+
+
+def quiz_attention_memory():
+    """第六章 self-test 4: the (B, H, T, T) tensor with B doubled and T doubled.
+
+    Return a dict with one int: "ratio", how many times the original memory it takes.
+    """
+    return {"ratio": 2 * 2 * 2}  # B once (×2), T twice (×2²)
