@@ -1,0 +1,248 @@
+"""Bug bank of 06_complexity_and_memory."""
+from . import right, wrong
+
+_TILED = '''
+def tiled_attention(q, k, v, block_size=64, causal=True):
+    Tq, Tk = q.size(-2), k.size(-2)
+    scale = 1 / math.sqrt(q.size(-1))
+    m = q.new_full((*q.shape[:-1], 1), float("-inf"))
+    l = q.new_zeros((*q.shape[:-1], 1))
+    acc = q.new_zeros((*q.shape[:-1], v.size(-1)))
+    rows = torch.arange(Tq)[:, None]
+    for start in {blocks}:
+        kb, vb = k[..., start:start + block_size, :], v[..., start:start + block_size, :]
+        s = q @ kb.transpose(-2, -1) * scale
+        if causal:
+            cols = {cols}
+            s = s.masked_fill({future}, float("-inf"))
+        m_new = torch.maximum(m, s.amax(dim=-1, keepdim=True))
+        p = torch.exp(s - m_new)
+        alpha = torch.exp(m - m_new)
+        l = alpha * l + p.sum(dim=-1, keepdim=True)
+        {update}
+        m = m_new
+    return {result}
+'''
+
+
+def tiled(blocks="range(0, Tk, block_size)", cols="start + torch.arange(kb.size(-2))", future="cols > rows",
+          update="acc = alpha * acc + p @ vb", result="acc / l") -> str:
+    return _TILED.format(blocks=blocks, cols=cols, future=future, update=update, result=result)
+
+
+VARIANTS = [
+    # --- attention_flops ---
+    right("attention_flops", "formula", """
+        def attention_flops(B, H, T, Dh):
+            return 4 * B * H * T * T * Dh
+    """),
+    right("attention_flops", "two-matmuls-summed", """
+        def attention_flops(B, H, T, Dh):
+            qk = 2 * B * H * T * T * Dh      # (T, Dh) @ (Dh, T): T·T outputs, Dh multiply-adds each
+            av = 2 * B * H * T * Dh * T      # (T, T) @ (T, Dh): T·Dh outputs, T multiply-adds each
+            return qk + av
+    """),
+    right("attention_flops", "pow-int", """
+        def attention_flops(B, H, T, Dh):
+            return int(4 * B * H * T ** 2 * Dh)
+    """),
+    wrong("attention_flops", "mac-as-one", "flops-mac-as-one", """
+        def attention_flops(B, H, T, Dh):
+            qk = B * H * T * T * Dh
+            av = B * H * T * T * Dh
+            return qk + av
+    """),
+    wrong("attention_flops", "only-qk", "flops-one-matmul", """
+        def attention_flops(B, H, T, Dh):
+            return 2 * B * H * T * T * Dh   # q @ k^T: a multiply-add is 2 FLOPs
+    """),
+    wrong("attention_flops", "missing-batch", "count-missing-batch", """
+        def attention_flops(B, H, T, Dh):
+            return 4 * H * T * T * Dh
+    """),
+    wrong("attention_flops", "missing-heads", "count-missing-heads", """
+        def attention_flops(B, H, T, Dh):
+            return 4 * B * T * T * Dh
+    """),
+    wrong("attention_flops", "linear-in-T", "count-T-not-squared", """
+        def attention_flops(B, H, T, Dh):
+            return 4 * B * H * T * Dh
+    """),
+    wrong("attention_flops", "float", "wrong-type", """
+        def attention_flops(B, H, T, Dh):
+            return 4.0 * B * H * T * T * Dh
+    """),
+    # --- attention_weights_bytes ---
+    right("attention_weights_bytes", "element-size", """
+        def attention_weights_bytes(B, H, T, dtype=torch.float32):
+            return B * H * T * T * torch.empty((), dtype=dtype).element_size()
+    """),
+    right("attention_weights_bytes", "meta-tensor", """
+        def attention_weights_bytes(B, H, T, dtype=torch.float32):
+            w = torch.empty(B, H, T, T, dtype=dtype, device="meta")   # shape and dtype, no memory
+            return w.numel() * w.element_size()
+    """),
+    right("attention_weights_bytes", "finfo-bits", """
+        def attention_weights_bytes(B, H, T, dtype=torch.float32):
+            return B * H * T * T * (torch.finfo(dtype).bits // 8)
+    """),
+    wrong("attention_weights_bytes", "missing-batch", "count-missing-batch", """
+        def attention_weights_bytes(B, H, T, dtype=torch.float32):
+            return H * T * T * torch.empty((), dtype=dtype).element_size()
+    """),
+    wrong("attention_weights_bytes", "missing-heads", "count-missing-heads", """
+        def attention_weights_bytes(B, H, T, dtype=torch.float32):
+            return B * T * T * torch.empty((), dtype=dtype).element_size()
+    """),
+    wrong("attention_weights_bytes", "element-count", "bytes-missing-dtype-size", """
+        def attention_weights_bytes(B, H, T, dtype=torch.float32):
+            return B * H * T * T
+    """),
+    wrong("attention_weights_bytes", "always-4-bytes", "bytes-ignores-dtype", """
+        def attention_weights_bytes(B, H, T, dtype=torch.float32):
+            return B * H * T * T * 4
+    """),
+    wrong("attention_weights_bytes", "bits", "bytes-as-bits", """
+        def attention_weights_bytes(B, H, T, dtype=torch.float32):
+            return B * H * T * T * torch.finfo(dtype).bits
+    """),
+    # --- quiz_complexity ---
+    right("quiz_complexity", "numbers", """
+        def quiz_complexity():
+            return {"double_B_and_T": 8, "double_T": 4, "fp16_bytes": 8 * 32 * 4096 * 4096 * 2,
+                    "slope_flops": 2, "slope_naive_memory": 2, "slope_tiled_memory": 1}
+    """),
+    right("quiz_complexity", "computed", """
+        def quiz_complexity():
+            size = lambda B, T: B * T * T
+            return {"double_B_and_T": size(2, 2) / size(1, 1), "double_T": 2 ** 2,
+                    "fp16_bytes": torch.empty(8, 32, 4096, 4096, dtype=torch.float16, device="meta").nbytes,
+                    "slope_flops": 2.0, "slope_naive_memory": 2.0, "slope_tiled_memory": 1.0}
+    """),
+    wrong("quiz_complexity", "double-only-T", "quiz-double-B-and-T", """
+        def quiz_complexity():
+            return {"double_B_and_T": 4, "double_T": 4, "fp16_bytes": 8 * 32 * 4096 * 4096 * 2,
+                    "slope_flops": 2, "slope_naive_memory": 2, "slope_tiled_memory": 1}
+    """),
+    wrong("quiz_complexity", "double-T-linear", "quiz-double-T", """
+        def quiz_complexity():
+            return {"double_B_and_T": 8, "double_T": 2, "fp16_bytes": 8 * 32 * 4096 * 4096 * 2,
+                    "slope_flops": 2, "slope_naive_memory": 2, "slope_tiled_memory": 1}
+    """),
+    wrong("quiz_complexity", "fp16-as-fp32", "quiz-fp16-bytes", """
+        def quiz_complexity():
+            return {"double_B_and_T": 8, "double_T": 4, "fp16_bytes": 8 * 32 * 4096 * 4096 * 4,
+                    "slope_flops": 2, "slope_naive_memory": 2, "slope_tiled_memory": 1}
+    """),
+    wrong("quiz_complexity", "flops-slope-1", "quiz-slope-flops", """
+        def quiz_complexity():
+            return {"double_B_and_T": 8, "double_T": 4, "fp16_bytes": 8 * 32 * 4096 * 4096 * 2,
+                    "slope_flops": 1, "slope_naive_memory": 2, "slope_tiled_memory": 1}
+    """),
+    wrong("quiz_complexity", "memory-slope-4", "quiz-slope-naive-memory", """
+        def quiz_complexity():
+            return {"double_B_and_T": 8, "double_T": 4, "fp16_bytes": 8 * 32 * 4096 * 4096 * 2,
+                    "slope_flops": 2, "slope_naive_memory": 4, "slope_tiled_memory": 1}
+    """),
+    wrong("quiz_complexity", "tiled-slope-0", "quiz-slope-tiled-memory", """
+        def quiz_complexity():
+            return {"double_B_and_T": 8, "double_T": 4, "fp16_bytes": 8 * 32 * 4096 * 4096 * 2,
+                    "slope_flops": 2, "slope_naive_memory": 2, "slope_tiled_memory": 0}
+    """),
+    wrong("quiz_complexity", "missing-key", "quiz-missing-key", """
+        def quiz_complexity():
+            return {"double_B_and_T": 8, "double_T": 4}
+    """),
+    # --- tiled_attention ---
+    right("tiled_attention", "key-blocked", tiled()),
+    right("tiled_attention", "query-and-key-blocked", """
+        def tiled_attention(q, k, v, block_size=64, causal=True):
+            Tq, Tk = q.size(-2), k.size(-2)
+            scale = 1 / math.sqrt(q.size(-1))
+            out = []
+            for qs in range(0, Tq, block_size):
+                qb = q[..., qs:qs + block_size, :]                       # (..., bq, D)
+                rows = qs + torch.arange(qb.size(-2))[:, None]           # (bq, 1)
+                m = torch.full((*qb.shape[:-1], 1), float("-inf"))
+                l = torch.zeros(*qb.shape[:-1], 1)
+                acc = torch.zeros(*qb.shape[:-1], v.size(-1))
+                for ks in range(0, Tk, block_size):
+                    if causal and ks > qs + qb.size(-2) - 1:
+                        break                                            # the whole key block is in the future
+                    kb, vb = k[..., ks:ks + block_size, :], v[..., ks:ks + block_size, :]
+                    s = qb @ kb.transpose(-2, -1) * scale                # (..., bq, bk)
+                    if causal:
+                        cols = ks + torch.arange(kb.size(-2))[None, :]
+                        s = s.masked_fill(cols > rows, float("-inf"))
+                    m_new = torch.maximum(m, s.amax(-1, keepdim=True))
+                    p = torch.exp(s - m_new)
+                    alpha = torch.exp(m - m_new)
+                    l = alpha * l + p.sum(-1, keepdim=True)
+                    acc = alpha * acc + p @ vb
+                    m = m_new
+                out.append(acc / l)
+            return torch.cat(out, dim=-2)
+    """),
+    right("tiled_attention", "logsumexp", """
+        def tiled_attention(q, k, v, block_size=64, causal=True):
+            Tq, Tk = q.size(-2), k.size(-2)
+            s_all_scale = q.size(-1) ** -0.5
+            lse = torch.full((*q.shape[:-1], 1), float("-inf"))         # running log Σ exp(s)
+            out = torch.zeros(*q.shape[:-1], v.size(-1))                  # kept normalised at every step
+            t = torch.arange(Tq).unsqueeze(-1)
+            for start in range(0, Tk, block_size):
+                end = min(start + block_size, Tk)
+                s = q @ k[..., start:end, :].mT * s_all_scale
+                if causal:
+                    s = torch.where(torch.arange(start, end) <= t, s, float("-inf"))
+                lse_new = torch.logaddexp(lse, torch.logsumexp(s, dim=-1, keepdim=True))
+                out = out * torch.exp(lse - lse_new) + torch.exp(s - lse_new) @ v[..., start:end, :]
+                lse = lse_new
+            return out
+    """),
+    right("tiled_attention", "normalised-running-output", tiled(result="acc").replace(
+        "l = alpha * l + p.sum(dim=-1, keepdim=True)\n        {update}".format(update="acc = alpha * acc + p @ vb"),
+        "l_new = alpha * l + p.sum(dim=-1, keepdim=True)\n"
+        "        acc = acc * (alpha * l / l_new) + (p @ vb) / l_new   # acc stays a weighted average\n"
+        "        l = l_new")),
+    wrong("tiled_attention", "no-rescale", "tiled-no-rescale", tiled(update="acc = acc + p @ vb")),
+    wrong("tiled_attention", "no-rescale-sum-either", "tiled-no-rescale", tiled(update="acc = acc + p @ vb").replace(
+        "l = alpha * l + p.sum(dim=-1, keepdim=True)", "l = l + p.sum(dim=-1, keepdim=True)")),
+    wrong("tiled_attention", "drops-last-block", "tiled-drops-last-block", tiled(
+        blocks="range(0, Tk - block_size + 1, block_size)")),
+    wrong("tiled_attention", "floor-division-blocks", "tiled-drops-last-block", tiled(
+        blocks="(j * block_size for j in range(Tk // block_size))")),
+    wrong("tiled_attention", "diagonal-excluded", "tiled-diagonal-off-by-one", tiled(future="cols >= rows")),
+    wrong("tiled_attention", "diagonal-plus-one", "tiled-diagonal-off-by-one", tiled(future="cols > rows + 1")),
+    wrong("tiled_attention", "local-key-index", "tiled-block-offset", tiled(cols="torch.arange(kb.size(-2))")),
+    wrong("tiled_attention", "divides-too-early", "tiled-normalized-too-early", tiled(
+        update="acc = alpha * acc + (p @ vb) / l", result="acc")),
+    wrong("tiled_attention", "normalises-every-block", "tiled-normalized-too-early", tiled(
+        update="acc = (alpha * acc + p @ vb) / l", result="acc")),
+    wrong("tiled_attention", "full-score-matrix", "tiled-materializes-scores", """
+        def tiled_attention(q, k, v, block_size=64, causal=True):
+            Tq, Tk = q.size(-2), k.size(-2)
+            scores = q @ k.transpose(-2, -1) / math.sqrt(q.size(-1))        # (..., Tq, Tk): the whole table
+            if causal:
+                scores = scores.masked_fill(torch.ones(Tq, Tk, dtype=torch.bool).triu(1), float("-inf"))
+            m = torch.full((*q.shape[:-1], 1), float("-inf"))
+            l = torch.zeros(*q.shape[:-1], 1)
+            acc = torch.zeros(*q.shape[:-1], v.size(-1))
+            for start in range(0, Tk, block_size):
+                s = scores[..., start:start + block_size]
+                m_new = torch.maximum(m, s.amax(-1, keepdim=True))
+                p = torch.exp(s - m_new)
+                alpha = torch.exp(m - m_new)
+                l = alpha * l + p.sum(-1, keepdim=True)
+                acc = alpha * acc + p @ v[..., start:start + block_size, :]
+                m = m_new
+            return acc / l
+    """),
+    wrong("tiled_attention", "full-causal-mask", "tiled-materializes-scores", tiled(
+        cols="torch.ones(Tq, Tk, dtype=torch.bool).tril()[:, start:start + block_size]", future="~cols")),
+    wrong("tiled_attention", "sdpa", "tiled-uses-sdpa", """
+        def tiled_attention(q, k, v, block_size=64, causal=True):
+            return F.scaled_dot_product_attention(q, k, v, is_causal=causal)
+    """),
+    wrong("tiled_attention", "always-causal", "causal-flag-ignored", tiled().replace("if causal:", "if True:")),
+]

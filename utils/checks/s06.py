@@ -1,0 +1,352 @@
+"""Checks of section 06_complexity_and_memory."""
+from __future__ import annotations
+
+import ast
+import math
+import numbers
+import random
+import textwrap
+
+import torch
+from torch.overrides import TorchFunctionMode
+
+from .core import CheckError, call, call_pure, check, close, expect, source_of
+
+# (B, H, T, Dh): no 2 anywhere, so "half", "missing B", "missing H", "T once" all give different numbers.
+COUNT_CASES = [(3, 5, 7, 11), (5, 3, 13, 9), (1, 7, 3, 5)]
+COUNT_EXTENDED = [(8, 32, 4096, 128), (7, 12, 129, 64)]
+
+
+def _random_counts(seed: int, n: int = 3) -> list[tuple[int, int, int, int]]:
+    rng = random.Random(seed)
+    return [tuple(rng.choice([v for v in range(3, hi) if v % 2]) for hi in (10, 40, 600, 160)) for _ in range(n)]
+
+
+def _require_int(got, what: str) -> int:
+    if isinstance(got, bool) or not isinstance(got, numbers.Integral):
+        kind = type(got).__name__
+        raise CheckError("wrong-type",
+                         f"{what} 应返回 Python int，实际得到 {kind}"
+                         f"{'（浮点数会丢失大数的精度：用整数运算，不要用 / 或 math.pow）' if kind == 'float' else ''}"
+                         "。")
+    return int(got)
+
+
+# --- attention_flops -------------------------------------------------------------------------
+
+def _flops(B, H, T, Dh) -> int:
+    """FLOPs of q @ kᵀ and weights @ v, computed from the two matmuls' shapes (2 per multiply-add)."""
+    qk = 2 * (B * H) * T * T * Dh   # (T, Dh) @ (Dh, T): T·T outputs, Dh multiply-adds each
+    av = 2 * (B * H) * T * Dh * T   # (T, T) @ (T, Dh): T·Dh outputs, T multiply-adds each
+    return qk + av
+
+
+def _adds_two_terms(candidate) -> bool:
+    """Whether the function's source adds two terms (one per matmul) — then a half means 1 FLOP per multiply-add."""
+    try:
+        tree = ast.parse(textwrap.dedent(source_of(candidate)))
+    except SyntaxError:
+        return False
+    return any(isinstance(n, ast.BinOp) and isinstance(n.op, ast.Add) or
+               isinstance(n, ast.AugAssign) and isinstance(n.op, ast.Add) or
+               isinstance(n, ast.Call) and getattr(n.func, "id", "") == "sum" for n in ast.walk(tree))
+
+
+@check("attention_flops")
+def check_attention_flops(candidate, extended: bool = False, seed: int = 0) -> None:
+    cases = COUNT_CASES + (COUNT_EXTENDED + _random_counts(seed) if extended else [])
+    for B, H, T, Dh in cases:
+        what = f"attention_flops(B={B}, H={H}, T={T}, Dh={Dh})"
+        got = call(candidate, B, H, T, Dh)
+        if isinstance(got, torch.Tensor):
+            raise CheckError("wrong-type", f"{what} 应返回 Python int，实际得到 torch.Tensor"
+                                           "（用 int(...) 或直接整数运算）。")
+        if isinstance(got, numbers.Real) and not isinstance(got, bool) and got == _flops(B, H, T, Dh):
+            _require_int(got, what)
+            continue
+        want = _flops(B, H, T, Dh)
+        if got == want // 2:
+            code = "flops-mac-as-one" if _adds_two_terms(candidate) else "flops-one-matmul"
+            raise CheckError(code, f"{what} 返回 {got}，恰好是正确值 {want} 的一半。")
+        if got == want // 4:
+            raise CheckError("flops-mac-as-one", f"{what} 返回 {got}，是正确值 {want} 的 1/4：只数了一次矩阵乘法，"
+                                                 f"而且把乘加算成了 1 次。")
+        for code, value in [("count-missing-batch", _flops(1, H, T, Dh)), ("count-missing-heads", _flops(B, 1, T, Dh)),
+                            ("count-T-not-squared", want // T)]:
+            if got == value:
+                raise CheckError(code, f"{what} 返回 {got}，应为 {want}。")
+        _require_int(got, what)
+        raise CheckError("wrong", f"{what} 返回 {got}，应为 4·B·H·T²·Dh = {want}。")
+
+
+# --- attention_weights_bytes -------------------------------------------------------------------
+
+DTYPES = [torch.float32, torch.float16, torch.bfloat16, torch.float64]
+
+
+def _bytes(B, H, T, dtype) -> int:
+    """Bytes of a [B, H, T, T] tensor, read off a tensor that has no storage (device="meta")."""
+    t = torch.empty(B, H, T, T, dtype=dtype, device="meta")
+    return t.numel() * t.element_size()
+
+
+@check("attention_weights_bytes")
+def check_attention_weights_bytes(candidate, extended: bool = False, seed: int = 0) -> None:
+    cases = [(B, H, T, DTYPES[i % len(DTYPES)]) for i, (B, H, T, _) in enumerate(COUNT_CASES)]
+    cases += [(3, 5, 7, torch.float16)]
+    if extended:
+        cases += [(8, 32, 4096, torch.float16), (7, 12, 129, torch.float32)]
+        cases += [(B, H, T, DTYPES[(seed + i) % len(DTYPES)]) for i, (B, H, T, _) in enumerate(_random_counts(seed))]
+    for i, (B, H, T, dtype) in enumerate(cases):
+        what = f"attention_weights_bytes(B={B}, H={H}, T={T}, dtype={dtype})"
+        got = call(candidate, B, H, T, dtype) if i % 2 else call(candidate, B, H, T, dtype=dtype)
+        if isinstance(got, torch.Tensor):
+            raise CheckError("wrong-type", f"{what} 应返回 Python int，实际得到 torch.Tensor。")
+        want = _bytes(B, H, T, dtype)
+        if got == want:
+            _require_int(got, what)
+            continue
+        size = want // (B * H * T * T)
+        for code, value in [("bytes-missing-dtype-size", want // size), ("bytes-ignores-dtype", want // size * 4),
+                            ("bytes-as-bits", want * 8), ("count-missing-batch", want // B),
+                            ("count-missing-heads", want // H), ("count-T-not-squared", want // T)]:
+            if got == value and value != want:
+                raise CheckError(code, f"{what} 返回 {got}，应为 B·H·T²·{size} = {want}。")
+        _require_int(got, what)
+        raise CheckError("wrong", f"{what} 返回 {got}，应为 B·H·T²·{size} = {want}。")
+    got = call(candidate, 3, 5, 7)
+    if got != _bytes(3, 5, 7, torch.float32):
+        raise CheckError("wrong", f"不传 dtype 时应按默认的 torch.float32 计算：attention_weights_bytes(3, 5, 7) 应为 "
+                                  f"{_bytes(3, 5, 7, torch.float32)}，实际是 {got}。")
+
+
+# --- quiz_complexity ---------------------------------------------------------------------------
+
+QUIZ_KEYS = ("double_B_and_T", "double_T", "fp16_bytes", "slope_flops", "slope_naive_memory", "slope_tiled_memory")
+QUIZ_FP16 = {"B": 8, "H": 32, "T": 4096}   # the stated case of the fp16 question
+QUIZ_BLOCK = 64                             # the tiled question's fixed block size
+
+
+def _loglog_slope(Ts, values) -> float:
+    """Least-squares slope of log(value) against log(T)."""
+    x = torch.tensor([math.log(t) for t in Ts], dtype=torch.float64)
+    y = torch.tensor([math.log(v) for v in values], dtype=torch.float64)
+    x, y = x - x.mean(), y - y.mean()
+    return float((x * y).sum() / (x * x).sum())
+
+
+def _quiz_truth(seed: int) -> dict[str, float]:
+    """Every answer computed from the formulas, on a base case and a T grid drawn from the seed."""
+    rng = random.Random(seed)
+    B, H, T, Dh = rng.randint(1, 8), rng.randint(1, 16), rng.randint(16, 512), rng.choice([32, 64, 128])
+    Ts = sorted(rng.sample(range(256, 65536), 6))
+    return {
+        "double_B_and_T": _bytes(2 * B, H, 2 * T, torch.float32) / _bytes(B, H, T, torch.float32),
+        "double_T": _flops(B, H, 2 * T, Dh) / _flops(B, H, T, Dh),
+        "fp16_bytes": _bytes(QUIZ_FP16["B"], QUIZ_FP16["H"], QUIZ_FP16["T"], torch.float16),
+        "slope_flops": _loglog_slope(Ts, [_flops(B, H, t, Dh) for t in Ts]),
+        "slope_naive_memory": _loglog_slope(Ts, [_bytes(B, H, t, torch.float32) for t in Ts]),
+        # tiled: the live extra memory is one [B, H, T, block] score block plus m and ℓ ([B, H, T, 1] each)
+        "slope_tiled_memory": _loglog_slope(Ts, [B * H * t * (QUIZ_BLOCK + 2) * 4 for t in Ts]),
+    }
+
+
+QUIZ_CODES = {"double_B_and_T": "quiz-double-B-and-T", "double_T": "quiz-double-T", "fp16_bytes": "quiz-fp16-bytes",
+              "slope_flops": "quiz-slope-flops", "slope_naive_memory": "quiz-slope-naive-memory",
+              "slope_tiled_memory": "quiz-slope-tiled-memory"}
+
+
+@check("quiz_complexity")
+def check_quiz_complexity(candidate, extended: bool = False, seed: int = 0) -> None:
+    """One set of answers; ``seed`` draws the setting the true ratios and slopes are computed in,
+    ``extended`` changes nothing."""
+    del extended
+    answers = call(candidate)
+    if not isinstance(answers, dict):
+        raise CheckError("wrong-type", f"quiz_complexity() 应返回 dict，实际得到 {type(answers).__name__}。")
+    truth = _quiz_truth(seed)
+    for key in QUIZ_KEYS:
+        if key not in answers:
+            raise CheckError("quiz-missing-key", f"答案里没有键 {key!r}（需要 {', '.join(QUIZ_KEYS)}）。")
+        value = answers[key]
+        if isinstance(value, torch.Tensor) and value.numel() == 1:
+            value = value.item()
+        if isinstance(value, bool) or not isinstance(value, numbers.Real):
+            raise CheckError("wrong-type", f"{key} 的答案应是一个数，实际是 {value!r}。")
+        want = truth[key]
+        tolerance = 0.05 if key.startswith("slope") else 1e-9 * abs(want)
+        if abs(float(value) - want) > tolerance:
+            unit = "（按字节数回答：一个整数，不是 MiB 或 GiB）" if key == "fp16_bytes" else ""
+            raise CheckError(QUIZ_CODES[key], f"{key} 的答案 {value!r} 不对{unit}。")
+
+
+# --- tiled_attention ---------------------------------------------------------------------------
+
+def _attend(q, k, v, causal, scale=None, diagonal=0):
+    """Full softmax attention in float64 (the definition the tiled version must reproduce)."""
+    q, k, v = q.double(), k.double(), v.double()
+    scale = 1 / math.sqrt(q.size(-1)) if scale is None else scale
+    s = q @ k.transpose(-2, -1) * scale                                         # (..., Tq, Tk)
+    if causal:
+        Tq, Tk = q.size(-2), k.size(-2)
+        future = torch.arange(Tk)[None, :] > torch.arange(Tq)[:, None] + diagonal   # (Tq, Tk)
+        s = s.masked_fill(future, float("-inf"))
+    return torch.softmax(s, dim=-1) @ v                                          # (..., Tq, Dv)
+
+
+def _tiled(q, k, v, bs, causal, rescale=True, rescale_sum=True, drop_last=False, diagonal=0,
+           local_keys=False, early=None):
+    """The FlashAttention forward pass in float64; the options reproduce the misconceptions."""
+    q, k, v = q.double(), k.double(), v.double()
+    Tq, Tk = q.size(-2), k.size(-2)
+    scale = 1 / math.sqrt(q.size(-1))
+    m = torch.full((*q.shape[:-1], 1), float("-inf"), dtype=torch.float64)     # (..., Tq, 1)
+    l = torch.zeros(*q.shape[:-1], 1, dtype=torch.float64)                     # (..., Tq, 1)
+    acc = torch.zeros(*q.shape[:-1], v.size(-1), dtype=torch.float64)          # (..., Tq, Dv)
+    rows = torch.arange(Tq)[:, None]                                            # (Tq, 1)
+    stop = Tk // bs * bs if drop_last else Tk
+    for start in range(0, stop, bs):
+        kb, vb = k[..., start:start + bs, :], v[..., start:start + bs, :]       # (..., b, D)
+        s = q @ kb.transpose(-2, -1) * scale                                     # (..., Tq, b)
+        if causal:
+            cols = torch.arange(kb.size(-2)) + (0 if local_keys else start)      # (b,)
+            s = s.masked_fill(cols[None, :] > rows + diagonal, float("-inf"))
+        m_new = torch.maximum(m, s.amax(-1, keepdim=True))                       # (..., Tq, 1)
+        p = torch.exp(s - m_new)                                                 # (..., Tq, b)
+        alpha = torch.exp(m - m_new)                                             # (..., Tq, 1)
+        l = (alpha if rescale_sum else 1) * l + p.sum(-1, keepdim=True)
+        if early == "new-part":        # acc += p @ v / ℓ: each block divided by the sum known so far
+            acc = alpha * acc + (p @ vb) / l
+        elif early == "every-step":    # acc = (α·acc + p @ v) / ℓ at every block, ℓ itself un-normalised
+            acc = (alpha * acc + p @ vb) / l
+        else:
+            acc = (alpha if rescale else 1) * acc + p @ vb                       # (..., Tq, Dv)
+        m = m_new
+    return acc if early else acc / l
+
+
+class _Record(TorchFunctionMode):
+    """Records the first torch call whose result is a full [Tq, Tk] matrix, and any call of a built-in attention."""
+
+    def __init__(self, Tq: int, Tk: int, lead: int):
+        super().__init__()
+        self.Tq, self.Tk, self.lead = Tq, Tk, lead
+        self.full: tuple[str, tuple[int, ...]] | None = None
+        self.builtin: str | None = None
+
+    def __torch_function__(self, func, types, args=(), kwargs=None):
+        name = getattr(func, "__name__", str(func))
+        if self.builtin is None and any(s in name for s in ("scaled_dot_product_attention", "multi_head_attention")):
+            self.builtin = name
+        out = func(*args, **(kwargs or {}))
+        if self.full is None:
+            for t in (out if isinstance(out, (tuple, list)) else (out,)):
+                if isinstance(t, torch.Tensor) and t.dim() >= 2 and (
+                        tuple(t.shape[-2:]) in ((self.Tq, self.Tk), (self.Tk, self.Tq))
+                        or t.numel() >= self.lead * self.Tq * self.Tk):
+                    self.full = (name, tuple(t.shape))
+                    break
+        return out
+
+
+def _increasing(shape_q, Tk, Dv, seed):
+    """q, k, v whose scores grow along the key axis: the running max changes at (almost) every block."""
+    g = torch.Generator().manual_seed(seed)
+    *lead, Tq, D = shape_q
+    u = torch.nn.functional.normalize(torch.randn(D, generator=g), dim=0)           # (D,)
+    q = torch.randn(*lead, Tq, D, generator=g) + 2.0 * u                             # (..., Tq, D)
+    ramp = torch.linspace(0, 3.0 * math.sqrt(D), Tk)[:, None]                        # (Tk, 1)
+    k = torch.randn(*lead, Tk, D, generator=g) + ramp * u                            # (..., Tk, D)
+    v = torch.randn(*lead, Tk, Dv, generator=g)                                      # (..., Tk, Dv)
+    return q, k, v
+
+
+# (q shape, Tk, Dv, block_size, causal); None = the default block_size; T is never a multiple of the block
+TILED_CASES = [((2, 3, 37, 8), 37, 6, 8, True), ((2, 3, 37, 8), 37, 6, 16, False),
+               ((19, 4), 19, 4, 5, True), ((2, 11, 8), 23, 5, 6, False), ((1, 2, 150, 8), 150, 8, None, True),
+               ((1, 1, 9, 4), 9, 4, 64, True)]
+
+
+def _random_tiled(seed: int, n: int = 4):
+    rng = random.Random(seed)
+    cases = []
+    for i in range(n):
+        causal = i % 2 == 0
+        T, bs = rng.randint(20, 70), rng.randint(3, 17)
+        while T % bs == 0:
+            T += 1
+        Tk = T if causal else rng.randint(5, 60)
+        cases.append(((rng.randint(1, 2), rng.randint(1, 3), T, rng.choice([4, 8, 16])), Tk, rng.choice([3, 8]),
+                      bs, causal))
+    return cases + [((1, 1, 1, 4), 1, 4, 4, True), ((2, 13, 8), 13, 8, 1, True)]
+
+
+def _diagnose_tiled(candidate, got, q, k, v, bs, causal, what) -> None:
+    Tq, Tk = q.size(-2), k.size(-2)
+    n_full = Tk // bs * bs
+    if got.shape[:-2] == q.shape[:-2] and got.size(-2) == n_full < Tq:
+        raise CheckError("tiled-drops-last-block", f"{what}：输出只有 {n_full} 行（应为 {Tq}）。")
+
+    def drop_rows():
+        out = _tiled(q, k, v, bs, causal, drop_last=True)
+        out[..., n_full:, :] = 0
+        return out
+
+    wrong = [("scale-missing", lambda: _attend(q, k, v, causal, scale=1.0)),
+             ("tiled-no-rescale", lambda: _tiled(q, k, v, bs, causal, rescale=False)),
+             ("tiled-no-rescale", lambda: _tiled(q, k, v, bs, causal, rescale=False, rescale_sum=False)),
+             ("tiled-normalized-too-early", lambda: _tiled(q, k, v, bs, causal, early="new-part")),
+             ("tiled-normalized-too-early", lambda: _tiled(q, k, v, bs, causal, early="every-step"))]
+    if n_full < Tk:
+        wrong += [("tiled-drops-last-block", lambda: _tiled(q, k, v, bs, causal, drop_last=True))]
+        if Tq == Tk:
+            wrong += [("tiled-drops-last-block", drop_rows)]
+    if causal:
+        wrong += [("not-causal", lambda: _attend(q, k, v, False)),
+                  ("tiled-diagonal-off-by-one", lambda: _attend(q, k, v, True, diagonal=1)),
+                  ("tiled-block-offset", lambda: _tiled(q, k, v, bs, True, local_keys=True))]
+    elif Tq == Tk:
+        wrong += [("causal-flag-ignored", lambda: _attend(q, k, v, True))]
+    for code, fn in wrong:
+        if close(got, fn()):
+            raise CheckError(code, f"{what}，与这个误区算出的结果一致。")
+    if causal and Tq > 1 and got.shape == (*q.shape[:-1], v.size(-1)) and \
+            close(got[..., 1:, :], _attend(q, k, v, True, diagonal=-1)[..., 1:, :]):
+        raise CheckError("tiled-diagonal-off-by-one", f"{what}：位置 t 的输出只用了 0…t−1 的键，没有看自己。")
+    if bs < Tk and got.shape == (*q.shape[:-1], v.size(-1)):
+        with torch.no_grad():
+            one_block = call(candidate, q, k, v, block_size=Tk, causal=causal)
+            if close(one_block, _attend(q, k, v, causal)):
+                if causal and close(call(candidate, q, k, v, block_size=bs, causal=False), _attend(q, k, v, False)):
+                    raise CheckError("tiled-block-offset", f"{what}：一个块或不加掩码时都对，多个块加因果掩码时不对。")
+                raise CheckError("tiled-merge-wrong", f"{what}：block_size ≥ T（只有一个块）时正确，分成多个块时不对。")
+
+
+@check("tiled_attention")
+def check_tiled_attention(candidate, extended: bool = False, seed: int = 0) -> None:
+    cases = TILED_CASES + (_random_tiled(seed) if extended else [])
+    for i, (shape_q, Tk, Dv, bs, causal) in enumerate(cases):
+        q, k, v = _increasing(shape_q, Tk, Dv, seed=seed + i)
+        Tq = shape_q[-2]
+        lead = math.prod(shape_q[:-2])
+        what = f"q {tuple(q.shape)}、k {tuple(k.shape)}、v {tuple(v.shape)}、block_size={bs}、causal={causal} 时"
+        record = _Record(Tq, Tk, lead)
+        with torch.no_grad(), record:
+            got = call_pure(candidate, q, k, v, causal=causal) if bs is None else \
+                call_pure(candidate, q, k, v, block_size=bs, causal=causal)
+        if record.builtin:
+            raise CheckError("tiled-uses-sdpa", f"{what}调用了 {record.builtin}。")
+        if isinstance(got, tuple):
+            raise CheckError("wrong-type", "tiled_attention 只返回输出张量 out"
+                                           "（不返回权重：它从不建出完整的权重矩阵）。")
+        want = _attend(q, k, v, causal).float()
+        if not close(got, want):
+            if isinstance(got, torch.Tensor):
+                _diagnose_tiled(candidate, got, q, k, v, 64 if bs is None else bs, causal, what)
+            expect(got, want, f"{what}的输出")
+        if got.dtype != q.dtype:
+            raise CheckError("wrong-type", f"{what}输出的 dtype 是 {got.dtype}，应与输入相同（{q.dtype}）。")
+        if record.full and (64 if bs is None else bs) < Tk:
+            op, shape = record.full
+            raise CheckError("tiled-materializes-scores", f"{what}，{op} 产生了一个形状为 {list(shape)} 的张量"
+                                                          f"（包含完整的 [Tq, Tk] = [{Tq}, {Tk}]）。")

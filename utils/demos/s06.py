@@ -1,0 +1,200 @@
+"""Measurements and figures of section 06_complexity_and_memory: peak memory measured with
+torch.profiler, CPU times, log–log plots with their fitted slopes, the share of a
+block's FLOPs spent in attention for real model widths, the tiling picture of the widget, and
+the activation-checkpointing bars.
+
+The notebook computes every tensor and number it shows; these helpers measure and draw.
+"""
+from __future__ import annotations
+
+import contextlib
+import os
+import time
+from collections.abc import Callable, Mapping, Sequence
+
+import matplotlib.pyplot as plt
+import numpy as np
+from matplotlib.patches import Rectangle
+from torch.profiler import ProfilerActivity, profile
+
+COLORS = {"朴素注意力": "#C44E52", "SDPA": "#55A868", "分块注意力": "#4C72B0"}
+MODEL_COLORS = ["#4C72B0", "#DD8452", "#55A868", "#C44E52", "#8172B2"]
+
+
+# --- measuring --------------------------------------------------------------------------------
+
+@contextlib.contextmanager
+def _quiet_stderr():
+    """The profiler's C++ side prints start/stop lines on file descriptor 2: send them to /dev/null."""
+    try:
+        saved, null = os.dup(2), os.open(os.devnull, os.O_WRONLY)
+    except OSError:
+        yield
+        return
+    os.dup2(null, 2)
+    try:
+        yield
+    finally:
+        os.dup2(saved, 2)
+        os.close(saved)
+        os.close(null)
+
+
+def peak_memory(fn: Callable[[], object]) -> int:
+    """Peak bytes allocated by PyTorch's CPU allocator while ``fn()`` runs (above what was live before).
+
+    Measured, not computed: torch.profiler(profile_memory=True) records every allocation (+bytes)
+    and every free (−bytes) with its time stamp; the peak is the largest running total.
+    """
+    with _quiet_stderr(), profile(activities=[ProfilerActivity.CPU], profile_memory=True) as prof:
+        result = fn()
+        del result
+    events = sorted((e.start_ns(), e.nbytes()) for e in prof.profiler.kineto_results.events()
+                    if e.name() == "[memory]")
+    live = peak = 0
+    for _, nbytes in events:
+        live += nbytes
+        peak = max(peak, live)
+    return peak
+
+
+def count_flops(fn: Callable[[], object]) -> dict[str, int]:
+    """FLOPs per operator of ``fn()``, as torch.profiler(with_flops=True) counts them from the shapes.
+
+    The profiler counts matrix multiplications (2 FLOPs per multiply-add); element-wise ops and
+    softmax are not counted.
+    """
+    with _quiet_stderr(), profile(activities=[ProfilerActivity.CPU], with_flops=True) as prof:
+        fn()
+    counts: dict[str, int] = {}
+    for event in prof.events():
+        if event.flops:
+            counts[event.name] = counts.get(event.name, 0) + int(event.flops)
+    return counts
+
+
+def best_time(fn: Callable[[], object], repeat: int = 3) -> float:
+    """Smallest CPU time (seconds) of ``fn()`` over ``repeat`` runs, after one warm-up call.
+
+    time.process_time() counts only the CPU time of this process: with torch on one thread it is
+    what the code itself costs, and other programs competing for the CPU are not counted in it.
+    """
+    fn()
+    samples = []
+    for _ in range(repeat):
+        start = time.process_time()
+        fn()
+        samples.append(time.process_time() - start)
+    return min(samples)
+
+
+# --- log–log plots ----------------------------------------------------------------------------
+
+def plot_loglog(Ts: Sequence[int], series: Mapping[str, Sequence[float]], slopes: Mapping[str, float],
+                ylabel: str, title: str, ax=None, reference_slope: float | None = 2.0):
+    """values vs T on log–log axes, one line per series, the fitted slope in the legend."""
+    if ax is None:
+        _, ax = plt.subplots(figsize=(6.2, 4.3))
+    Ts = list(Ts)
+    for label, values in series.items():
+        ax.plot(Ts, values, "o-", color=COLORS.get(label), label=f"{label}（拟合斜率 {slopes[label]:.2f}）")
+    if reference_slope is not None:   # a guide line of the reference slope through the first series' last point
+        first = next(iter(series.values()))
+        x = np.array([Ts[0], Ts[-1]], dtype=float)
+        ax.plot(x, first[-1] * (x / Ts[-1]) ** reference_slope, ls=":", color="grey",
+                label=f"参考：斜率 {reference_slope:g}（$\\propto T^{{{reference_slope:g}}}$）")
+    ax.set_xscale("log", base=2)
+    ax.set_yscale("log")
+    ax.set_xticks(Ts, [str(T) for T in Ts])
+    ax.set_xlabel("序列长度 T（对数轴）")
+    ax.set_ylabel(ylabel)
+    ax.set_title(title, fontsize=10)
+    ax.grid(True, which="both", alpha=0.3)
+    ax.legend(fontsize=8)
+    return ax
+
+
+# --- where the FLOPs go ------------------------------------------------------------------------
+
+def plot_attention_share(Ts: Sequence[int], shares: Mapping[str, Sequence[float]], crossovers: Mapping[str, float]):
+    """Attention's share of one block's FLOPs vs T per model, with the T where it reaches 50 %."""
+    fig, ax = plt.subplots(figsize=(8.2, 4.6))
+    for (name, share), color in zip(shares.items(), MODEL_COLORS):
+        ax.plot(Ts, [100 * s for s in share], color=color, label=name)
+        T_star = crossovers[name]
+        ax.plot([T_star], [50], "o", color=color)
+        ax.annotate(f"T = {T_star:,.0f}", (T_star, 50), textcoords="offset points", xytext=(6, -14),
+                    fontsize=8, color=color)
+    ax.axhline(50, color="grey", lw=0.8, ls="--")
+    ax.text(Ts[0], 52, "注意力 = 投影 + FFN", fontsize=8, color="grey")
+    ax.set_xscale("log", base=2)
+    ax.set_ylim(0, 100)
+    ax.set_xlabel("上下文长度 T（对数轴）")
+    ax.set_ylabel(r"$QK^\top$ 与 $AV$ 占一个 Block 前向 FLOPs 的百分比")
+    ax.set_title("上下文多长时，注意力的 T²·C 追上投影与 FFN 的 T·C²？")
+    ax.grid(True, which="both", alpha=0.3)
+    ax.legend(fontsize=9, loc="upper left")
+    fig.tight_layout()
+    return fig
+
+
+# --- the tiling picture (widget) -----------------------------------------------------------------
+
+def draw_tiling(T: int, block_size: int, causal: bool, step: int):
+    """The [T, T] score table split into key blocks of width ``block_size``.
+
+    Key blocks before ``step`` are done, block ``step`` is being processed; only that block's
+    [T, block] scores exist at this moment. With ``causal``, cells above the diagonal are masked.
+    """
+    n_blocks = -(-T // block_size)
+    step = min(step, n_blocks - 1)
+    fig, (ax, bar) = plt.subplots(1, 2, figsize=(10.5, 4.8), gridspec_kw={"width_ratios": [1.25, 1]})
+    grid = np.zeros((T, T))
+    for j in range(n_blocks):
+        lo, hi = j * block_size, min((j + 1) * block_size, T)
+        grid[:, lo:hi] = 1 if j < step else (2 if j == step else 0)
+    if causal:
+        grid[np.triu_indices(T, 1)] = -1
+    cmap = plt.matplotlib.colors.ListedColormap(["#eeeeee", "#ffffff", "#9ecae1", "#e6550d"])
+    ax.imshow(grid, cmap=cmap, vmin=-1.5, vmax=2.5, interpolation="nearest")
+    for j in range(1, n_blocks):
+        ax.axvline(j * block_size - 0.5, color="black", lw=0.8)
+    if T % block_size:
+        lo = (n_blocks - 1) * block_size
+        ax.add_patch(Rectangle((lo - 0.5, -0.5), T - lo, T, fill=False, ec="#756bb1", lw=2, ls="--"))
+    ax.set_xlabel("键位置 s（按 block_size 分块）")
+    ax.set_ylabel("查询位置 t")
+    ax.set_title(f"T = {T}，block_size = {block_size}：{n_blocks} 个键块"
+                 f"{'（最后一块只有 ' + str(T % block_size) + ' 列，虚线框）' if T % block_size else ''}\n"
+                 f"橙色 = 正在处理的块 {step}，蓝色 = 已处理；{'灰色 = 因果掩码屏蔽' if causal else '无掩码'}",
+                 fontsize=9)
+    naive = T * T
+    tiled = T * min(block_size, T) + 2 * T
+    bar.bar(["朴素：完整的 T×T 表", "分块：一个 T×block 块\n+ m、ℓ 各 T 个"], [naive, tiled],
+            color=[COLORS["朴素注意力"], COLORS["分块注意力"]])
+    for x, value in enumerate([naive, tiled]):
+        bar.text(x, value, f"{value:,} 个数", ha="center", va="bottom", fontsize=9)
+    bar.set_ylabel("同一时刻存在的分数个数（每个序列、每个头）")
+    bar.set_title(f"分块只需朴素的 {tiled / naive:.1%}", fontsize=10)
+    fig.tight_layout()
+    return fig
+
+
+# --- activation checkpointing ----------------------------------------------------------------------
+
+def plot_checkpointing(results: Mapping[str, tuple[int, float]]):
+    """Two bar charts: measured peak memory (MiB) and time (ms) of forward + backward."""
+    fig, axes = plt.subplots(1, 2, figsize=(9.5, 3.6))
+    names = list(results)
+    colors = ["#C44E52", "#4C72B0"]
+    for ax, index, unit, scale, title in [(axes[0], 0, "MiB", 2 ** -20, "峰值内存（实测）"),
+                                          (axes[1], 1, "ms", 1e3, "前向 + 反向的 CPU 时间（实测）")]:
+        values = [results[n][index] * scale for n in names]
+        ax.bar(names, values, color=colors)
+        for x, value in enumerate(values):
+            ax.text(x, value, f"{value:.1f} {unit}", ha="center", va="bottom", fontsize=9)
+        ax.set_title(title, fontsize=10)
+        ax.set_ylabel(unit)
+    fig.suptitle("activation checkpointing：用时间换内存", fontsize=11)
+    fig.tight_layout()
+    return fig
