@@ -1,0 +1,161 @@
+"""Figures of section 09_rope: rotated 2-D pairs at two pairs of positions, the rotation of one
+pair with the angle table (the widget), which dimensions form a pair in the two layouts, score
+tables and scores vs relative distance, and the angles that long-context methods produce.
+
+The notebook computes every tensor and number it shows; these helpers only draw them.
+"""
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+
+import matplotlib.pyplot as plt
+import numpy as np
+import torch
+from matplotlib.patches import Arc, Rectangle
+
+from utils.plotting import heatmap
+
+Q_COLOR, K_COLOR = "#4C72B0", "#DD8452"
+PAIR_COLORS = ["#4C72B0", "#DD8452", "#55A868", "#C44E52", "#8172B2", "#937860", "#DA8BC3", "#8C8C8C"]
+LINE_COLORS = ["#4C72B0", "#C44E52", "#55A868", "#DD8452", "#8172B2"]
+
+
+def _np(t) -> np.ndarray:
+    return t.detach().double().cpu().numpy() if isinstance(t, torch.Tensor) else np.asarray(t, dtype=float)
+
+
+def _plane(ax, radius: float) -> None:
+    ax.axhline(0, color="#cccccc", lw=0.8)
+    ax.axvline(0, color="#cccccc", lw=0.8)
+    ax.add_patch(plt.Circle((0, 0), radius, fill=False, ls=":", color="#999999"))
+    ax.set_xlim(-1.25 * radius, 1.25 * radius)
+    ax.set_ylim(-1.25 * radius, 1.25 * radius)
+    ax.set_aspect("equal")
+    ax.set_xlabel("第一个分量")
+    ax.set_ylabel("第二个分量")
+
+
+def _finish(fig, suptitle: str = "") -> None:
+    if suptitle:
+        fig.suptitle(suptitle)
+    fig.tight_layout(rect=(0, 0, 1, 0.94) if suptitle else (0, 0, 1, 1))
+
+
+def _arrow(ax, xy, color, label, alpha=1.0, ls="-") -> None:
+    ax.annotate("", xy=(xy[0], xy[1]), xytext=(0, 0),
+                arrowprops=dict(arrowstyle="->", color=color, lw=2.2, alpha=alpha, ls=ls))
+    ax.plot([], [], color=color, lw=2.2, alpha=alpha, ls=ls, label=label)
+
+
+# --- §2 two rotated vectors ------------------------------------------------------------------
+
+def plot_rotated_pairs(panels: Sequence[Mapping], suptitle: str = ""):
+    """One panel per (m, n): q and k before (faint) and after rotation, the angle between them.
+
+    Each panel: {"title", "q", "k", "q_rot", "k_rot"} with 2-D tensors.
+    """
+    fig, axes = plt.subplots(1, len(panels), figsize=(4.2 * len(panels), 4.4), squeeze=False)
+    radius = max(float(np.linalg.norm(_np(p[key]))) for p in panels for key in ("q", "k"))
+    for ax, p in zip(axes[0], panels):
+        _plane(ax, radius)
+        _arrow(ax, _np(p["q"]), Q_COLOR, "q（旋转前）", alpha=0.3, ls="--")
+        _arrow(ax, _np(p["k"]), K_COLOR, "k（旋转前）", alpha=0.3, ls="--")
+        q_rot, k_rot = _np(p["q_rot"]), _np(p["k_rot"])
+        _arrow(ax, q_rot, Q_COLOR, "R(mθ) q")
+        _arrow(ax, k_rot, K_COLOR, "R(nθ) k")
+        a_q, a_k = np.degrees(np.arctan2(q_rot[1], q_rot[0])), np.degrees(np.arctan2(k_rot[1], k_rot[0]))
+        lo, hi = sorted((a_q, a_k))
+        if hi - lo > 180:
+            lo, hi = hi, lo + 360
+        ax.add_patch(Arc((0, 0), 0.7 * radius, 0.7 * radius, theta1=lo, theta2=hi, color="#55A868", lw=2))
+        ax.set_title(p["title"], fontsize=10)
+        ax.legend(loc="lower left", fontsize=7)
+    _finish(fig, suptitle)
+    return fig
+
+
+# --- §3 the widget: one pair rotating, and the table of angles -------------------------------
+
+def draw_rotation(trail: torch.Tensor, cos_table: torch.Tensor, m: int, i: int, title: str):
+    """Left: pair i of a unit vector at positions 0 … m (the trail), the current one as an arrow.
+    Right: cos(angle[m, i]) for every position and pair, the current cell framed."""
+    fig, (left, right) = plt.subplots(1, 2, figsize=(11, 4.6), gridspec_kw={"width_ratios": [1, 1.5]})
+    _plane(left, 1.0)
+    xy = _np(trail)
+    colors = plt.get_cmap("viridis")(np.linspace(0, 1, len(xy)))
+    left.scatter(xy[:, 0], xy[:, 1], c=colors, s=18, zorder=3)
+    for position in range(min(len(xy), 6)):
+        left.annotate(str(position), xy[position] * 1.1, ha="center", va="center", fontsize=8, color="#555555")
+    _arrow(left, xy[-1], "#C44E52", f"位置 m = {m}")
+    left.legend(loc="lower left", fontsize=8)
+    left.set_title(f"第 {i} 对分量：位置 0…{m} 各转到哪里", fontsize=10)
+    image = right.imshow(_np(cos_table), aspect="auto", cmap="RdBu_r", vmin=-1, vmax=1)
+    right.add_patch(Rectangle((i - 0.5, m - 0.5), 1, 1, fill=False, ec="black", lw=2))
+    right.set_xlabel("频率编号 i（越往右转得越慢）")
+    right.set_ylabel("位置 m")
+    right.set_title("cos(角度[m, i])：整张角度表", fontsize=10)
+    fig.colorbar(image, ax=right, fraction=0.04)
+    _finish(fig, title)
+    return fig
+
+
+# --- §4 / §7 which dimensions are paired -----------------------------------------------------
+
+def plot_pairings(pairings: Mapping[str, Sequence[int]]):
+    """One row per layout: the d dimensions of a vector, each coloured by the pair it belongs to."""
+    n = len(pairings)
+    d = len(next(iter(pairings.values())))
+    fig, axes = plt.subplots(n, 1, figsize=(0.75 * d + 1.5, 1.25 * n + 0.4), squeeze=False)
+    for ax, (title, pair_of) in zip(axes[:, 0], pairings.items()):
+        for j, pair in enumerate(pair_of):
+            ax.add_patch(Rectangle((j, 0), 0.94, 0.94, color=PAIR_COLORS[pair % len(PAIR_COLORS)]))
+            ax.text(j + 0.47, 0.62, f"x[{j}]", ha="center", va="center", color="white", fontsize=9)
+            ax.text(j + 0.47, 0.27, f"对 {pair}", ha="center", va="center", color="white", fontsize=8)
+        ax.set_xlim(0, d)
+        ax.set_ylim(0, 1)
+        ax.axis("off")
+        ax.set_title(title, fontsize=10)
+    fig.tight_layout()
+    return fig
+
+
+# --- §5 scores and relative distance ---------------------------------------------------------
+
+def plot_score_tables(tables: Mapping[str, torch.Tensor], suptitle: str = ""):
+    """Score tables S[m, n] side by side (the same q at every m, the same k at every n), one colour scale."""
+    fig, axes = plt.subplots(1, len(tables), figsize=(4.4 * len(tables), 4.2), squeeze=False)
+    top = max(float(t.abs().max()) for t in tables.values())
+    for ax, (title, table) in zip(axes[0], tables.items()):
+        image = heatmap(ax, table, title, xlabel="键的位置 n", ylabel="查询的位置 m", cmap="RdBu_r",
+                        vmin=-top, vmax=top, annotate=False)
+        step = max(1, table.size(0) // 8)
+        ax.set_xticks(range(0, table.size(1), step))
+        ax.set_yticks(range(0, table.size(0), step))
+        fig.colorbar(image, ax=ax, fraction=0.046)
+    _finish(fig, suptitle)
+    return fig
+
+
+def plot_curves(panels: Sequence[Mapping], suptitle: str = ""):
+    """Line plots side by side. Each panel: {"title", "x", "curves": {label: y}, "xlabel", "ylabel",
+    optional "logx", "logy", "hlines": [(y, label)]}."""
+    fig, axes = plt.subplots(1, len(panels), figsize=(5.6 * len(panels), 4.2), squeeze=False)
+    for ax, p in zip(axes[0], panels):
+        x = _np(p["x"])
+        for k, (label, y) in enumerate(p["curves"].items()):
+            style = {"color": LINE_COLORS[k % len(LINE_COLORS)], "lw": 1.8, **p.get("styles", {}).get(label, {})}
+            ax.plot(x, _np(y), label=label, **style)
+        for y, label in p.get("hlines", []):
+            ax.axhline(y, color="#555555", ls="--", lw=1)
+            ax.text(x[0], y, f" {label}", va="bottom", fontsize=8, color="#555555")
+        if p.get("logx"):
+            ax.set_xscale("log")
+        if p.get("logy"):
+            ax.set_yscale("log")
+        ax.set_title(p["title"], fontsize=10)
+        ax.set_xlabel(p["xlabel"])
+        ax.set_ylabel(p["ylabel"])
+        ax.grid(alpha=0.3)
+        ax.legend(fontsize=8)
+    _finish(fig, suptitle)
+    return fig
