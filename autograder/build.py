@@ -74,7 +74,7 @@ def reference_module(section_id: str, nb: dict, defined_in: dict[str, str]) -> t
     stdlib, third_party = [i for i in imports if "torch" not in i], [i for i in imports if "torch" in i]
     import_block = "\n\n".join("\n".join(group) for group in (stdlib, third_party) if group)
     text = GENERATED.format(src=src) + HEADER.format(id=section_id) + import_block
-    text += f"\n\n__all__ = {names!r}\n\n\n" + body + "\n"
+    text += "\n\n" + wrapped(f"__all__ = {names!r}") + "\n\n\n" + body + "\n"
     return text, names
 
 

@@ -27,8 +27,8 @@ from .conftest import ROOT
 # Add a section here when it lands.
 SECTIONS = {
     "02_scaling_and_softmax": "softmax",
-    "04_masks": "causal_mask",
     "05_multi_head_attention": "split_heads",
+    "09_rope": "apply_rope",
 }
 ARTIFACTS = ROOT / "test-artifacts" / "browser"
 CHINESE = re.compile(r"[\u4e00-\u9fff]")

@@ -5,6 +5,8 @@ from __future__ import annotations
 import time
 
 import pytest
+import torch
+import torch.nn as nn
 
 import utils.checks as checks
 from utils import reference
@@ -57,3 +59,43 @@ def test_untouched_stub_is_reported_kindly():
         raise NotImplementedError()
     for exercise in EXERCISES:
         assert run_check(exercise, stub) == "not-implemented"
+
+
+def _fingerprint(value):
+    if isinstance(value, torch.Tensor):
+        flat = value.detach().double().flatten()
+        return ("tensor", tuple(value.shape), round(float((flat * torch.arange(1, flat.numel() + 1)).sum()), 6))
+    if isinstance(value, torch.Generator):
+        return ("generator", value.initial_seed())
+    if isinstance(value, nn.Module):
+        return ("module", tuple(_fingerprint(t) for t in value.state_dict().values()))
+    return ("other", getattr(value, "__name__", repr(value)))
+
+
+def _inputs_seen(exercise: str, seed: int) -> list:
+    """Everything the hidden check hands the reference implementation under ``seed``."""
+    target, seen = getattr(reference, exercise), []
+    if isinstance(target, type):
+        class Recording(target):
+            def forward(self, *args, **kwargs):
+                seen.append((_fingerprint(self), *map(_fingerprint, (*args, *kwargs.values()))))
+                return super().forward(*args, **kwargs)
+        Recording.__name__ = target.__name__
+        candidate = Recording
+    else:
+        def candidate(*args, **kwargs):
+            seen.append(tuple(map(_fingerprint, (*args, *kwargs.values()))))
+            return target(*args, **kwargs)
+        candidate.__name__ = target.__name__
+    assert run_check(exercise, candidate, extended=True, seed=seed) is None
+    return seen
+
+
+@pytest.mark.parametrize("exercise", EXERCISES)
+def test_seed_gives_new_inputs(exercise):
+    """The README promises hidden tests with new seeds: a check's seed must change what it tests."""
+    first, second = _inputs_seen(exercise, 0), _inputs_seen(exercise, 1)
+    if not any(first):
+        pytest.skip(f"check_{exercise} hands the reference no inputs to record (a quiz, or a class "
+                    "fed through methods other than forward)")
+    assert first != second, f"check_{exercise} ignores its seed: seeds 0 and 1 test the same inputs"
