@@ -28,20 +28,42 @@ DEPENDS = dependencies()
 def plan_submissions(section: str) -> dict[str, dict[str, object]]:
     """student -> {exercise: variant}: every variant of the section is graded by some student.
 
-    Each student carries one variant of every exercise. Exercises that depend on others get
-    their own students, in which what they depend on is a right variant.
+    Each student carries one variant of every exercise. A dependent exercise (its solution calls
+    others of the notebook) is judged only where what it depends on is right: first come the
+    rounds in which those prerequisites carry their wrong variants, then the rounds in which they
+    carry right ones and the dependent exercise carries its variants. The other exercises cycle
+    through their variants in every round.
     """
     by_exercise = {e: [v for v in BANK if v.exercise == e] for e in exercises(load_notebook("solutions", section))}
-    first_right = {e: next(v for v in vs if v.expected is None) for e, vs in by_exercise.items()}
-    dependent = [e for e in by_exercise if DEPENDS.get(e)]
-    groups = [[e for e in by_exercise if e not in dependent]] + ([dependent] if dependent else [])
-    plan, k = {}, 0
-    for group in groups:
-        for round_ in range(max(len(by_exercise[e]) for e in group)):
-            plan[f"student{k:02d}"] = {e: by_exercise[e][round_ % len(by_exercise[e])] if e in group
-                                       else first_right[e] for e in by_exercise}
-            k += 1
-    return plan
+    right = {e: [v for v in vs if v.expected is None] for e, vs in by_exercise.items()}
+    dependents = [e for e in by_exercise if DEPENDS.get(e)]
+    prerequisites = {d for e in dependents for d in DEPENDS[e]}
+    wrong_first = {p: [v for v in by_exercise[p] if v.expected] for p in prerequisites}
+    n_wrong = max((len(vs) for vs in wrong_first.values()), default=0)
+    n_judged = max([len(by_exercise[d]) for d in dependents] + [len(right[p]) for p in prerequisites], default=0)
+    rounds = max([n_wrong + n_judged] + [len(vs) for e, vs in by_exercise.items()
+                                         if e not in prerequisites and e not in dependents])
+
+    def pick(exercise: str, r: int):
+        if exercise in prerequisites:
+            pool, i = (wrong_first[exercise], r) if r < n_wrong and wrong_first[exercise] else (right[exercise], r)
+        elif exercise in dependents:
+            pool, i = (right[exercise], 0) if r < n_wrong else (by_exercise[exercise], r - n_wrong)
+        else:
+            pool, i = by_exercise[exercise], r
+        return pool[i % len(pool)]
+
+    return {f"student{r:02d}": {e: pick(e, r) for e in by_exercise} for r in range(rounds)}
+
+
+def test_every_variant_is_graded_and_dependents_only_beside_right_prerequisites():
+    for section in SECTIONS:
+        plan = plan_submissions(section)
+        graded = {v.id for variants in plan.values() for v in variants.values()}
+        assert graded >= {v.id for v in BANK if v.exercise in exercises(load_notebook("solutions", section))}
+        judged = {v.id for variants in plan.values() for e, v in variants.items()
+                  if not any(variants[d].expected for d in DEPENDS.get(e, ()))}
+        assert judged >= {v.id for v in BANK if v.exercise in DEPENDS and v.exercise in plan["student00"]}
 
 
 def submit_bug_bank(course: Course, section: str) -> dict[str, dict[str, object]]:
