@@ -235,6 +235,17 @@ def expect(got, want: torch.Tensor, what: str, misconceptions: Sequence[tuple[st
                                            f"实际是 {got[worst].item():.5g}（最大误差 {diff.max().item():.3g}）。"))
 
 
+def quiz_answers(candidate: Callable, name: str, keys: Sequence[str]) -> dict:
+    """The dict a ``quiz_*()`` returns, with every key of ``keys`` present (else a CheckError)."""
+    answers = call(candidate)
+    if not isinstance(answers, dict):
+        raise CheckError("wrong-type", f"{name}() 应返回 dict，实际得到 {type(answers).__name__}。")
+    missing = [key for key in keys if key not in answers]
+    if missing:
+        raise CheckError("quiz-missing-key", f"答案里没有键 {missing[0]!r}（需要 {', '.join(keys)}）。")
+    return answers
+
+
 def call_pure(candidate: Callable, *args, **kwargs):
     """Call learner code and fail with [modified-input] if any tensor argument changed."""
     tensors = [a for a in args if isinstance(a, torch.Tensor)]

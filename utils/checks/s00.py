@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import torch
 
-from .core import CheckError, call, check
+from .core import CheckError, check, quiz_answers
 
 # The quiz of the warm-up: X is [B, T, C] = [2, 5, 8], the projections are [C, D] = [8, 4].
 QUIZ_DIMS = {"B": 2, "T": 5, "C": 8, "D": 4}
@@ -35,14 +35,10 @@ def check_tensor_shape_quiz(candidate, extended: bool = False, seed: int = 0) ->
     """The quiz has one set of answers, so nothing is random: ``extended`` and ``seed`` change
     nothing (they are accepted so that every check is called the same way)."""
     del extended, seed
-    answers = call(candidate)
-    if not isinstance(answers, dict):
-        raise CheckError("wrong-type", f"tensor_shape_quiz() 应返回 dict，实际得到 {type(answers).__name__}。")
+    answers = quiz_answers(candidate, "tensor_shape_quiz", QUIZ_KEYS)
     truth = head_shapes(**QUIZ_DIMS)
     B, T, C, D = (QUIZ_DIMS[k] for k in "BTCD")
     for key in QUIZ_KEYS:
-        if key not in answers:
-            raise CheckError("quiz-missing-key", f"答案里没有键 {key!r}（需要 {', '.join(QUIZ_KEYS)}）。")
         shape = _as_shape(answers[key])
         if shape is None:
             raise CheckError("wrong-type",

@@ -11,7 +11,7 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-from .core import CheckError, call, call_pure, check, crash_hint, expect, randn
+from .core import CheckError, call, call_pure, check, crash_hint, expect, randn, quiz_answers
 from .s03 import _call_head, _head_reference
 
 # (B, T, n_embed, n_head, context_length): n_head > 1 so that √C and √Dh differ; T < context.
@@ -221,12 +221,8 @@ QUIZ_FACTORS = (2, 2)           # self-test 4: B doubled, T doubled
 
 
 def _quiz_answers(candidate, name: str, keys: tuple[str, ...]) -> dict:
-    answers = call(candidate)
-    if not isinstance(answers, dict):
-        raise CheckError("wrong-type", f"{name}() 应返回 dict，实际得到 {type(answers).__name__}。")
+    answers = quiz_answers(candidate, name, keys)
     for key in keys:
-        if key not in answers:
-            raise CheckError("quiz-missing-key", f"答案里没有键 {key!r}（需要 {', '.join(keys)}）。")
         value = answers[key]
         if isinstance(value, torch.Tensor) and value.numel() == 1:
             value = value.item()

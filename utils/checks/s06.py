@@ -10,7 +10,7 @@ import textwrap
 import torch
 from torch.overrides import TorchFunctionMode
 
-from .core import CheckError, call, call_pure, check, close, expect, source_of
+from .core import CheckError, call, call_pure, check, close, expect, source_of, quiz_answers
 
 # (B, H, T, Dh): no 2 anywhere, so "half", "missing B", "missing H", "T once" all give different numbers.
 COUNT_CASES = [(3, 5, 7, 11), (5, 3, 13, 9), (1, 7, 3, 5)]
@@ -161,13 +161,9 @@ def check_quiz_complexity(candidate, extended: bool = False, seed: int = 0) -> N
     """One set of answers; ``seed`` draws the setting the true ratios and slopes are computed in,
     ``extended`` changes nothing."""
     del extended
-    answers = call(candidate)
-    if not isinstance(answers, dict):
-        raise CheckError("wrong-type", f"quiz_complexity() 应返回 dict，实际得到 {type(answers).__name__}。")
+    answers = quiz_answers(candidate, "quiz_complexity", QUIZ_KEYS)
     truth = _quiz_truth(seed)
     for key in QUIZ_KEYS:
-        if key not in answers:
-            raise CheckError("quiz-missing-key", f"答案里没有键 {key!r}（需要 {', '.join(QUIZ_KEYS)}）。")
         value = answers[key]
         if isinstance(value, torch.Tensor) and value.numel() == 1:
             value = value.item()

@@ -7,7 +7,7 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-from .core import CheckError, call, call_pure, check, crash_hint, expect, randn
+from .core import CheckError, call, call_pure, check, crash_hint, expect, randn, quiz_answers
 from .s05 import _check_linear
 
 # repeat_kv: (B, Hkv, T, Dh, n_rep)
@@ -319,12 +319,8 @@ _QUIZ_WRONG = {"llama2_7b_gib": [("quiz-kv-no-factor-2", 1.0), ("quiz-kv-fp32", 
 def check_quiz_kv_cache(candidate, extended: bool = False, seed: int = 0) -> None:
     """One set of answers, nothing random: ``extended`` and ``seed`` change nothing."""
     del extended, seed
-    answers = call(candidate)
-    if not isinstance(answers, dict):
-        raise CheckError("wrong-type", f"quiz_kv_cache() 应返回 dict，实际是 {type(answers).__name__}。")
+    answers = quiz_answers(candidate, "quiz_kv_cache", list(QUIZ))
     for key in QUIZ:
-        if key not in answers:
-            raise CheckError("quiz-missing-key", f"答案字典里缺少键 {key!r}。")
         value = answers[key]
         if isinstance(value, bool) or not isinstance(value, (int, float)):
             raise CheckError("wrong-type", f"{key} 应是一个数，实际是 {type(value).__name__}。")

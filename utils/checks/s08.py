@@ -7,7 +7,7 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-from .core import CheckError, TorchCalls, call, call_pure, check, close, expect, randn
+from .core import CheckError, TorchCalls, call, call_pure, check, close, expect, randn, quiz_answers
 
 _BUILTIN_NORMS = ("layer_norm", "rms_norm", "group_norm", "batch_norm", "instance_norm")
 
@@ -319,7 +319,7 @@ QUIZ = {"D": 4096, "hidden": 11008, "moe_hidden": 14336, "n_expert": 8, "top_k":
 QUIZ_KEYS = ("attn_params", "ffn_params", "ffn_share", "moe_total_ffn", "moe_active_ffn")
 
 
-def quiz_answers(D: int, hidden: int, moe_hidden: int, n_expert: int, top_k: int) -> dict[str, float]:
+def quiz_truth(D: int, hidden: int, moe_hidden: int, n_expert: int, top_k: int) -> dict[str, float]:
     """The quiz's answers, computed (norm weights and the router are left out, as the quiz says)."""
     attn = 4 * D * D                                     # W_Q, W_K, W_V, W_O
     ffn = 3 * D * hidden                                 # W_g, W_u, W_d
@@ -342,13 +342,8 @@ def check_quiz_ffn_share(candidate, extended: bool = False, seed: int = 0) -> No
     """One set of answers, nothing random: ``seed`` changes nothing; ``extended`` also requires
     the counts to be exact integers."""
     del seed
-    answers = call(candidate)
-    if not isinstance(answers, dict):
-        raise CheckError("wrong-type", f"quiz_ffn_share() 应返回 dict，实际得到 {type(answers).__name__}。")
-    for key in QUIZ_KEYS:
-        if key not in answers:
-            raise CheckError("quiz-missing-key", f"答案里没有键 {key!r}（需要 {', '.join(QUIZ_KEYS)}）。")
-    truth = quiz_answers(**QUIZ)
+    answers = quiz_answers(candidate, "quiz_ffn_share", QUIZ_KEYS)
+    truth = quiz_truth(**QUIZ)
     D, hidden, moe_hidden, n_expert, top_k = (QUIZ[k] for k in ("D", "hidden", "moe_hidden", "n_expert", "top_k"))
     got = {key: _number(answers, key) for key in QUIZ_KEYS}
     counts = {"attn_params": [("quiz-attn-no-out-proj", 3 * D * D)],

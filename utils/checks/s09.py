@@ -11,7 +11,7 @@ import math
 
 import torch
 
-from .core import CheckError, call, call_pure, check, expect, randn, require_tensor
+from .core import CheckError, call, call_pure, check, expect, randn, require_tensor, quiz_answers
 
 # --- the reference formulas (float64, so the checks' own rounding never matters) ------------
 
@@ -232,12 +232,7 @@ def _near(a: float, b: float) -> bool:
 def check_quiz_rope(candidate, extended: bool = False, seed: int = 0) -> None:
     """One set of answers, nothing random: ``extended`` and ``seed`` change nothing."""
     del extended, seed
-    answers = call(candidate)
-    if not isinstance(answers, dict):
-        raise CheckError("wrong-type", f"quiz_rope() 应返回 dict，实际得到 {type(answers).__name__}。")
-    for key in QUIZ_KEYS:
-        if key not in answers:
-            raise CheckError("quiz-missing-key", f"答案里没有键 {key!r}（需要 {', '.join(QUIZ_KEYS)}）。")
+    answers = quiz_answers(candidate, "quiz_rope", QUIZ_KEYS)
     truth, d, base = quiz_truth(), QUIZ["head_dim"], QUIZ["base"]
     if not isinstance(answers["rotate_v"], bool):
         raise CheckError("wrong-type", f"rotate_v 的答案应是 True 或 False，实际是 {answers['rotate_v']!r}。")
