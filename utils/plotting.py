@@ -98,6 +98,17 @@ def heatmaps(matrices: Sequence, titles: Sequence[str], suptitle: str = "", ncol
     return fig
 
 
+def log2_axes(ax, xs: Sequence[int], xlabel: str, ylabel: str, title: str = "") -> None:
+    """Log–log axes for a measurement against sizes that double; the sizes label the x axis."""
+    ax.set_xscale("log", base=2)
+    ax.set_yscale("log")
+    ax.set_xticks(list(xs), [str(x) for x in xs])
+    ax.set_xlabel(xlabel)
+    ax.set_ylabel(ylabel)
+    ax.set_title(title, fontsize=10)
+    ax.grid(True, which="both", alpha=0.3)
+
+
 def bars(ax, values, title: str = "", xlabel: str = "位置", ylabel: str = "概率", ylim=(0, 1)):
     """A probability vector as bars, with each value printed on its bar."""
     v = values.detach().float().cpu().numpy() if hasattr(values, "detach") else values

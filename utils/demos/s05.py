@@ -15,7 +15,7 @@ import torch
 from matplotlib.colors import ListedColormap
 from matplotlib.patches import Rectangle
 
-from utils.plotting import heatmap
+from utils.plotting import heatmap, log2_axes
 
 HEAD_COLORS = ["#4C72B0", "#DD8452", "#55A868", "#C44E52", "#8172B2", "#937860", "#DA8BC3", "#8C8C8C"]
 LINE_COLORS = {"循环版": "#C44E52", "向量化版": "#4C72B0", "SDPA": "#55A868"}
@@ -77,13 +77,7 @@ def plot_timings(Ts: Sequence[int], times: Mapping[str, Sequence[float]], title:
     ax = axes[0]
     for label, seconds in times.items():
         ax.plot(Ts, [1e3 * s for s in seconds], "o-", color=LINE_COLORS.get(label), label=label)
-    ax.set_xscale("log", base=2)
-    ax.set_yscale("log")
-    ax.set_xticks(Ts, [str(T) for T in Ts])
-    ax.set_xlabel("序列长度 T（对数轴）")
-    ax.set_ylabel("一次前向的中位数时间 / ms（对数轴）")
-    ax.set_title(title, fontsize=10)
-    ax.grid(True, which="both", alpha=0.3)
+    log2_axes(ax, Ts, "序列长度 T（对数轴）", "一次前向的中位数时间 / ms（对数轴）", title)
     ax.legend()
 
     ax = axes[1]
@@ -98,13 +92,7 @@ def plot_timings(Ts: Sequence[int], times: Mapping[str, Sequence[float]], title:
                     color=LINE_COLORS["SDPA"])
     ax.axhline(1.0, color="grey", lw=1, ls="--")
     ax.text(Ts[0], 1.0, " 1×：一样快", va="bottom", fontsize=8, color="grey")
-    ax.set_xscale("log", base=2)
-    ax.set_yscale("log")
-    ax.set_xticks(Ts, [str(T) for T in Ts])
-    ax.set_xlabel("序列长度 T（对数轴）")
-    ax.set_ylabel("时间之比（> 1 表示后者更快）")
-    ax.set_title("谁比谁快多少（本机实测）", fontsize=10)
-    ax.grid(True, which="both", alpha=0.3)
+    log2_axes(ax, Ts, "序列长度 T（对数轴）", "时间之比（> 1 表示后者更快）", "谁比谁快多少（本机实测）")
     ax.legend(fontsize=8)
     fig.tight_layout()
     return fig

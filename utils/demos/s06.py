@@ -17,6 +17,8 @@ import numpy as np
 from matplotlib.patches import Rectangle
 from torch.profiler import ProfilerActivity, profile
 
+from utils.plotting import log2_axes
+
 COLORS = {"朴素注意力": "#C44E52", "SDPA": "#55A868", "分块注意力": "#4C72B0"}
 MODEL_COLORS = ["#4C72B0", "#DD8452", "#55A868", "#C44E52", "#8172B2"]
 
@@ -103,13 +105,7 @@ def plot_loglog(Ts: Sequence[int], series: Mapping[str, Sequence[float]], slopes
         x = np.array([Ts[0], Ts[-1]], dtype=float)
         ax.plot(x, first[-1] * (x / Ts[-1]) ** reference_slope, ls=":", color="grey",
                 label=f"参考：斜率 {reference_slope:g}（$\\propto T^{{{reference_slope:g}}}$）")
-    ax.set_xscale("log", base=2)
-    ax.set_yscale("log")
-    ax.set_xticks(Ts, [str(T) for T in Ts])
-    ax.set_xlabel("序列长度 T（对数轴）")
-    ax.set_ylabel(ylabel)
-    ax.set_title(title, fontsize=10)
-    ax.grid(True, which="both", alpha=0.3)
+    log2_axes(ax, Ts, "序列长度 T（对数轴）", ylabel, title)
     ax.legend(fontsize=8)
     return ax
 

@@ -12,7 +12,7 @@ import matplotlib.pyplot as plt
 import numpy as np
 from matplotlib.patches import FancyBboxPatch
 
-from utils.plotting import heatmap
+from utils.plotting import heatmap, log2_axes
 
 GROUP_COLORS = ["#4C72B0", "#DD8452", "#55A868", "#C44E52", "#8172B2", "#937860", "#DA8BC3", "#8C8C8C",
                 "#CCB974", "#64B5CD"]
@@ -97,13 +97,7 @@ def plot_decode_times(lengths: Sequence[int], with_cache: Sequence[float], witho
     ax = axes[0]
     ax.plot(lengths, 1e3 * without, "o-", color="#C44E52", label="不用缓存：每步重算整个前缀")
     ax.plot(lengths, 1e3 * with_cache, "s-", color="#4C72B0", label="KV Cache：每步只算新 token")
-    ax.set_xscale("log", base=2)
-    ax.set_yscale("log")
-    ax.set_xticks(lengths, [str(n) for n in lengths])
-    ax.set_xlabel("生成的 token 数（对数轴）")
-    ax.set_ylabel("总时间 / ms（对数轴）")
-    ax.set_title(title, fontsize=10)
-    ax.grid(True, which="both", alpha=0.3)
+    log2_axes(ax, lengths, "生成的 token 数（对数轴）", "总时间 / ms（对数轴）", title)
     ax.legend(fontsize=9)
     ax = axes[1]
     ratio = without / with_cache
