@@ -14,8 +14,8 @@ connection files and the instructor's home do not exist in there. It runs withou
 capability (also when grading runs as root), in its own PID namespace (it cannot see or
 signal the grader), and dies with its parent
 (``--die-with-parent``): nothing it starts outlives the kernel. The environment is cleared
-but for a few harmless variables. Interrupts go by message (``interrupt_mode = "message"``):
-a SIGINT sent from outside would stop bwrap itself.
+but for a few harmless variables and nbgrader's ``NBGRADER_EXECUTION``. Interrupts go by
+message (``interrupt_mode = "message"``): a SIGINT sent from outside would stop bwrap itself.
 
 Where bwrap is missing or the kernel refuses user namespaces, :func:`kernel_manager_class`
 logs a warning and grading runs unsandboxed (docs/instructor_guide.md says what to do then).
@@ -37,7 +37,10 @@ SYSTEM_PATHS = ("/usr", "/etc/ld.so.cache", "/etc/localtime", "/etc/passwd", "/e
                 "/etc/nsswitch.conf", "/etc/fonts", "/etc/alternatives")
 MERGED_USR_LINKS = ("/bin", "/sbin", "/lib", "/lib32", "/lib64")
 KEPT_ENV = ("PATH", "LANG", "LANGUAGE", "LC_ALL", "LC_CTYPE", "TZ", "PYTHONHASHSEED", "MPLBACKEND",
-            "OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS")
+            "OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS",
+            # nbgrader's documented signal to the notebook that it is being graded: the course's
+            # notebooks then shrink their timing sweeps and training (authoring guide)
+            "NBGRADER_EXECUTION", "NBGRADER_VALIDATING")
 SANDBOX_HOME = "/tmp"
 FALLBACK_WARNING = ("评分内核没有放进沙箱（%s）：学生代码将以评分用户的身份运行，能读取 source 目录、成绩库和"
                     "其他学生的提交，并能留下评分结束后仍在运行的进程。请安装 bubblewrap，或按教师指南 §6.3 "

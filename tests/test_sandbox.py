@@ -43,7 +43,8 @@ def probe(paths: dict[str, str]) -> str:
             "                print('READ', what, path, f.read(3000))\n"
             "        except OSError as err:\n"
             "            print('DENIED', what, type(err).__name__)\n"
-            "print('LISTED', sorted(os.listdir('../..')))\n")
+            "print('LISTED', sorted(os.listdir('../..')))\n"
+            "print('GRADED AS', os.environ.get('NBGRADER_EXECUTION'))\n")
 
 
 def detach(root: Path) -> str:
@@ -149,6 +150,15 @@ def test_source_gradebook_other_students_home_and_other_kernels_are_invisible(co
     assert "another-kernels-secret-key" not in out
     assert "LISTED ['reader']" in out, "the notebook's folder's parents show no other student"
     assert scores(course)["reader"] == FULL
+
+
+@pytest.mark.slow
+@needs_bwrap
+def test_the_sealed_kernel_still_knows_it_is_being_graded(course, parallel_run):
+    """nbgrader's NBGRADER_EXECUTION reaches the kernel through the cleared environment, so the
+    notebooks' timing sweeps and training shrink at grading time as they do unsandboxed."""
+    assert parallel_run == 0
+    assert "GRADED AS autograde" in outputs(course, "reader")
 
 
 @pytest.mark.slow
