@@ -1,5 +1,10 @@
 """Every solution notebook runs top-to-bottom headless within its budget and every check
-passes; every learner notebook also runs top-to-bottom, its stubs failing kindly."""
+passes; every learner notebook also runs top-to-bottom, its stubs failing kindly.
+
+The solution notebooks run as a learner's Run All does; the learner notebooks run as nbgrader's
+Validate button runs them (``NBGRADER_EXECUTION=validate``: timing sweeps and training shrink),
+and tests/test_grading.py grades each untouched learner notebook as autograding runs it. So each
+way a notebook is run is tested, and the suite does not train section 10's model twice in full."""
 from __future__ import annotations
 
 import pytest
@@ -34,7 +39,8 @@ def test_solution_notebook_runs_and_passes_its_checks(section):
 
 @pytest.mark.slow
 @pytest.mark.parametrize("section", SECTIONS)
-def test_learner_notebook_runs_with_kind_stub_messages(section):
+def test_learner_notebook_runs_with_kind_stub_messages(section, monkeypatch):
+    monkeypatch.setenv("NBGRADER_EXECUTION", "validate")  # the kernel inherits it, as under Validate
     nb, _ = execute(notebook_path("notebooks", section), allow_errors=True)
     found = errors(nb)
     visible_tests = [c for c in nb.cells if c.metadata.get("nbgrader", {}).get("grade")
