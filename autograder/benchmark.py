@@ -4,7 +4,8 @@
 * every learner notebook (stubs failing kindly), and the total;
 * the check functions on the reference implementations (the slowest three);
 * grading throughput: stock sequential ``nbgrader autograde`` against
-  ``python -m autograder.grade`` on the same finished submissions of two sections;
+  ``python -m autograder.grade`` on the same finished submissions of two sections (and the
+  latter with the figures rendered, as ``draw_figures = True`` asks);
 * the floor of one submission: start a kernel and ``import torch``.
 
     python -m autograder.benchmark                       # everything (a few minutes)
@@ -113,19 +114,27 @@ def timed(cmd: list[str], root: Path, jobs: int) -> float:
 
 
 def grading_rows(sections: list[str], students: int, jobs: int) -> list[Row]:
-    """Submissions per minute for each section: stock sequential nbgrader vs autograder.grade."""
+    """Submissions per minute for each section: stock sequential nbgrader vs autograder.grade, the
+    latter also with the figures rendered (``c.ResilientExecute.draw_figures = True``)."""
     rows = []
+    parallel_cmd = [sys.executable, "-m", "autograder.grade", "--jobs", str(jobs)]
     with tempfile.TemporaryDirectory() as tmp:
         for section in sections:
-            sequential, parallel = Path(tmp) / section / "sequential", Path(tmp) / section / "parallel"
+            sequential, parallel, drawn = (Path(tmp) / section / name for name in ("sequential", "parallel", "drawn"))
             make_course(sequential, [section], students)
             shutil.copytree(sequential, parallel)
+            shutil.copytree(sequential, drawn)
+            with (drawn / "nbgrader_config.py").open("a", encoding="utf-8") as config:
+                config.write("c.ResilientExecute.draw_figures = True\n")
             t_seq = timed(nbgrader_cmd("autograde", section, "--force"), sequential, 1)
-            t_par = timed([sys.executable, "-m", "autograder.grade", section, "--jobs", str(jobs)], parallel, jobs)
+            t_par = timed([*parallel_cmd, section], parallel, jobs)
+            t_drawn = timed([*parallel_cmd, section], drawn, jobs)
             rows += [Row(f"{section}：nbgrader autograde（顺序，{students} 份）",
                          f"{60 * students / t_seq:.1f} 份/分钟（每份 {t_seq / students:.2f} 秒）"),
                      Row(f"{section}：autograder.grade --jobs {jobs}",
-                         f"{60 * students / t_par:.1f} 份/分钟（{t_seq / t_par:.2f}×）")]
+                         f"{60 * students / t_par:.1f} 份/分钟（{t_seq / t_par:.2f}×）"),
+                     Row(f"{section}：autograder.grade --jobs {jobs}，渲染演示图",
+                         f"{60 * students / t_drawn:.1f} 份/分钟")]
     return rows
 
 

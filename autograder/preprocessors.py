@@ -3,10 +3,11 @@
 * :class:`DeduplicateGradeIds` — nbgrader's ``DeduplicateIds`` without its crash on a
   duplicated cell.
 * :class:`ResilientExecute` — nbgrader's ``Execute`` in a sandbox (autograder/sandbox.py),
-  except that a cell which kills the kernel (``os._exit``, ``exit()``, a crash) or hangs it
-  past the timeout (twice: a timed-out cell is retried once in a fresh kernel; a kernel that
-  ignores the interrupt is killed) no longer fails the whole submission: the cell gets a
-  Chinese error, a fresh kernel replays the cells before it, and grading goes on.
+  with figures built but not rendered (utils/grading_backend.py), except that a cell which
+  kills the kernel (``os._exit``, ``exit()``, a crash) or hangs it past the timeout (twice: a
+  timed-out cell is retried once in a fresh kernel; a kernel that ignores the interrupt is
+  killed) no longer fails the whole submission: the cell gets a Chinese error, a fresh kernel
+  replays the cells before it, and grading goes on.
 * :class:`IntegrityCheck` — after execution, zeroes the tests that a submission made lie, and
   those of an exercise whose own code is the reference (see autograder/integrity.py), with a
   Chinese explanation in the feedback.
@@ -15,9 +16,11 @@ from __future__ import annotations
 
 import copy
 import json
+import os
 from pathlib import Path
 
 from nbclient.exceptions import CellTimeoutError, DeadKernelError
+from nbclient.util import run_sync
 from nbformat import NotebookNode
 from nbgrader.coursedir import CourseDirectory
 from nbgrader.preprocessors import DeduplicateIds, Execute, NbGraderPreprocessor
@@ -29,6 +32,7 @@ from .notebook_format import exercise_of, grade_id
 from .sandbox import kernel_manager_class
 
 TIMEOUT_ENAME = "CellTimeoutError"
+HEADLESS_FIGURES = "module://utils.grading_backend"
 
 
 def error_output(ename: str, code: str, message: str) -> NotebookNode:
@@ -65,11 +69,19 @@ class ResilientExecute(Execute):
     """
 
     sandbox = Bool(True, help="Run the kernels in bubblewrap (autograder/sandbox.py).").tag(config=True)
+    draw_figures = Bool(False, help="Render the notebook's figures (see utils/grading_backend.py).").tag(config=True)
 
     def __init__(self, **kw):
         super().__init__(**kw)
         if self.sandbox:
             self.kernel_manager_class = kernel_manager_class(self.log)
+
+    async def async_start_new_kernel(self, **kwargs):
+        if not self.draw_figures:
+            kwargs["env"] = {**kwargs.get("env", os.environ), "MPLBACKEND": HEADLESS_FIGURES}
+        await super().async_start_new_kernel(**kwargs)
+
+    start_new_kernel = run_sync(async_start_new_kernel)  # nbclient binds its own at class creation
 
     def preprocess(self, nb, resources=None, km=None):
         self._lost: set[int] = set()       # cells that killed or hung a kernel: never run again

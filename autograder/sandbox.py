@@ -29,6 +29,7 @@ import shutil
 import subprocess
 import sys
 import tempfile
+from collections.abc import Mapping
 from pathlib import Path
 
 from jupyter_client.manager import AsyncKernelManager
@@ -98,20 +99,21 @@ def font_cache_args() -> list[str]:
     return args
 
 
-def environment_args() -> list[str]:
+def environment_args(env: Mapping[str, str]) -> list[str]:
     # JPY_PARENT_PID=1: the kernel's parent is the sandbox's init (it dies with it anyway), so
     # ipykernel neither polls for a parent it cannot see nor prints its console banner.
     args = ["--clearenv", "--setenv", "HOME", SANDBOX_HOME, "--setenv", "JPY_PARENT_PID", "1"]
     for name in KEPT_ENV:
-        if name in os.environ:
-            args += ["--setenv", name, os.environ[name]]
+        if name in env:
+            args += ["--setenv", name, env[name]]
     return args
 
 
-def bwrap_argv(cmd: list[str], cwd: str, connection_file: str) -> list[str]:
-    """``cmd`` run by bwrap: sealed as the module docstring says, in ``cwd`` (its only writable place)."""
+def bwrap_argv(cmd: list[str], cwd: str, connection_file: str, env: Mapping[str, str] = os.environ) -> list[str]:
+    """``cmd`` run by bwrap: sealed as the module docstring says, in ``cwd`` (its only writable place),
+    with the harmless part of ``env`` (the environment the kernel was to be launched with)."""
     args = [shutil.which("bwrap"), "--die-with-parent", "--new-session", "--cap-drop", "ALL", "--unshare-pid",
-            "--unshare-ipc", "--unshare-uts", "--unshare-cgroup-try", *environment_args(), *system_args()]
+            "--unshare-ipc", "--unshare-uts", "--unshare-cgroup-try", *environment_args(env), *system_args()]
     for path in python_paths():
         args += ["--ro-bind", path, path]
     args += [*font_cache_args(), "--ro-bind", connection_file, connection_file, "--bind", cwd, cwd, "--chdir", cwd]
@@ -121,15 +123,17 @@ def bwrap_argv(cmd: list[str], cwd: str, connection_file: str) -> list[str]:
 class SandboxedKernelManager(AsyncKernelManager):
     """A kernel manager whose kernels run inside bwrap (see the module docstring)."""
 
-    cwd: str  # the kernel's working directory: its notebook's folder
+    cwd: str                  # the kernel's working directory: its notebook's folder
+    env: Mapping[str, str]    # the environment it was to be launched with
 
     async def start_kernel(self, **kw) -> None:
         self.cwd = os.path.realpath(kw.get("cwd") or os.getcwd())
+        self.env = kw.get("env") or os.environ
         await super().start_kernel(**kw)
 
     def format_kernel_cmd(self, extra_arguments: list[str] | None = None) -> list[str]:
         cmd = super().format_kernel_cmd(extra_arguments)
-        return bwrap_argv(cmd, self.cwd, os.path.realpath(self.connection_file))
+        return bwrap_argv(cmd, self.cwd, os.path.realpath(self.connection_file), self.env)
 
     @property
     def kernel_spec(self):

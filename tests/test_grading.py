@@ -134,3 +134,5 @@ def test_bug_bank_through_nbgrader_autograde(section, tmp_path, monkeypatch):
                 assert f"[{variant.expected}]" in html, f"feedback of {variant.id} must name [{variant.expected}]"
     assert all(score == 0 for score in scores["untouched"].values())
     assert "尚未实现" in course.feedback_html("untouched", section)
+    untouched = course.root / "autograded" / "untouched" / section / f"{section}.ipynb"
+    assert "image/png" not in untouched.read_text(encoding="utf-8"), "figures are not rendered at grading time"

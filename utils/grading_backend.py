@@ -1,0 +1,37 @@
+"""A matplotlib backend for autograding: figures are built as usual but never rendered.
+
+Grading re-runs a student's whole notebook. Its demo figures are drawn by the course's own code
+(with the reference implementation, or with the student's code once it passed its check), so they
+say nothing about the student that the check cells do not; rendering them is a large part of
+grading a figure-heavy section. ``ResilientExecute`` (autograder/preprocessors.py) starts grading
+kernels with ``MPLBACKEND=module://utils.grading_backend`` unless the instructor sets
+``c.ResilientExecute.draw_figures = True``. Every cell still runs; ``plt.show()`` and the end of
+each cell close the open figures, and ``display(fig)`` shows a one-line note instead of an image.
+"""
+from __future__ import annotations
+
+import matplotlib.pyplot as plt
+from matplotlib.backends.backend_agg import FigureCanvasAgg as FigureCanvas  # noqa: F401 (the backend's canvas)
+from matplotlib.figure import Figure
+
+NOTE = "[评分时不绘制演示图：图在你自己的 notebook 里]"
+
+
+def show(*args, **kwargs) -> None:  # noqa: ARG001 (pyplot's show signature)
+    plt.close("all")
+
+
+def _in_ipython() -> None:
+    """Close figures after every cell; show the note where a figure is displayed."""
+    try:
+        from IPython import get_ipython
+    except ImportError:
+        return
+    shell = get_ipython()
+    if shell is None:
+        return
+    shell.display_formatter.formatters["text/plain"].for_type(Figure, lambda _fig, p, _cycle: p.text(NOTE))
+    shell.events.register("post_execute", show)
+
+
+_in_ipython()
