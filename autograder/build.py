@@ -3,6 +3,7 @@
 * utils/reference/<module>.py   the solution cells of each section, as importable code
 * utils/reference/__init__.py   re-exports every graded name
 * docs/misconceptions.md        the table of check codes
+* utils/data/course_prose.txt   the prose of every section, the text section 10's model learns
 * notebooks/<id>/<id>.ipynb     learner notebooks, made by `nbgrader generate_assignment`
 
     python -m autograder.build            (what `python3 course.py build` runs)
@@ -82,8 +83,33 @@ def wrapped(line: str) -> str:
     return textwrap.fill(line, width=110, subsequent_indent="    ", break_on_hyphens=False, break_long_words=False)
 
 
+_FENCE = re.compile(r"^```.*?^```[ \t]*$", re.M | re.S)
+_DISPLAY_MATH = re.compile(r"^\$\$.*?\$\$[ \t]*$", re.M | re.S)
+
+
+def prose_text(cell_source: str) -> str:
+    """A Markdown cell as running prose: fenced code, display math, table rows, inline code and bold marks
+    left out."""
+    text = _DISPLAY_MATH.sub("", _FENCE.sub("", cell_source))
+    lines = [line.rstrip() for line in text.splitlines() if not line.lstrip().startswith("|")]
+    text = re.sub(r"`[^`\n]*`", "", "\n".join(lines))               # inline code
+    text = re.sub(r"（\s*）|\(\s*\)", "", text).replace("**", "")    # brackets the code left empty; bold marks
+    return re.sub(r"\n{3,}", "\n\n", re.sub(r"[ \t]{2,}", " ", text)).strip()
+
+
+def course_prose(notebooks: dict[str, dict]) -> str:
+    """The Markdown prose of every section, in order: the corpus of section 10's character model.
+
+    Only prose cells: the manually graded answer cells hold the reference answers and their
+    grading notes, which the learner's package must not carry."""
+    paragraphs = [prose_text(cell["source"]) for nb in notebooks.values() for cell in nb["cells"]
+                  if cell_kind(cell) == "markdown"]
+    return "\n\n".join(p for p in paragraphs if p) + "\n"
+
+
 def reference_files(root: Path = ROOT, only: list[str] | None = None) -> dict[Path, str]:
-    """Every generated file of utils/reference and docs (section modules: of ``only``), path -> text."""
+    """Every generated file of utils/reference, utils/data and docs (section modules: of ``only``),
+    path -> text."""
     notebooks = {sid: read(root / SOURCE_DIR / sid / f"{sid}.ipynb") for sid in section_ids(root)}
     defined_in = {name: module_name(sid) for sid, nb in notebooks.items() for name in exercises(nb)}
     files, imports = {}, []
@@ -99,6 +125,7 @@ def reference_files(root: Path = ROOT, only: list[str] | None = None) -> dict[Pa
     files[root / "docs" / "misconceptions.md"] = (
         "# 检查代码一览：误区 → 提示\n\n<!-- Generated from utils/checks/codes.py by "
         "`python3 course.py build`. Do not edit. -->\n\n" + markdown_table())
+    files[root / "utils" / "data" / "course_prose.txt"] = course_prose(notebooks)
     return files
 
 

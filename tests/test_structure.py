@@ -109,6 +109,18 @@ def test_reference_package_and_docs_are_in_sync():
             f"{path.relative_to(ROOT)} is out of date: run `python3 course.py build`"
 
 
+def test_course_prose_carries_no_reference_answer():
+    """utils/data/course_prose.txt (section 10's corpus, generated and kept in sync with the notebooks
+    by the test above) ships in the learner's package: the manually graded answer cells, which hold
+    the reference answers, must stay out of it."""
+    text = (ROOT / "utils" / "data" / "course_prose.txt").read_text(encoding="utf-8")
+    for section in SECTIONS:
+        for cell in load_notebook("solutions", section)["cells"]:
+            if cell_kind(cell) == "answer":
+                lines = [line for line in build.prose_text(cell["source"]).splitlines() if len(line) > 30]
+                assert lines and not any(line in text for line in lines), f"{section}: {grade_id(cell)}"
+
+
 def test_reference_modules_import_their_siblings_not_the_package():
     """utils.reference.sNN must import on its own, whatever was imported before it."""
     for path in (ROOT / "utils" / "reference").glob("s*.py"):
