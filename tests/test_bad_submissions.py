@@ -160,7 +160,7 @@ def submit_raw(course: Course, student: str, submission) -> None:
 
 @pytest.mark.slow
 def test_bad_submissions_cost_only_their_own_points(tmp_path, monkeypatch):
-    course = Course.create(tmp_path, [SECTION], extra_config=cell_timeouts(8))
+    course = Course.create(tmp_path, [SECTION], extra_config=cell_timeouts(6))
     plan = cases(course.release_notebook(SECTION))
     for student, (submission, _, _) in plan.items():
         submit_raw(course, student, submission)

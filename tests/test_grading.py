@@ -1,8 +1,10 @@
 """The bug bank through a real nbgrader flow: generate → submit → autograde → feedback.
 
-Every wrong variant loses exactly its exercise's points (visible and hidden test), every
-right variant earns them, the feedback names the diagnosed code and never shows the
-hidden tests, and an untouched learner notebook scores 0 with "尚未实现"."""
+Every wrong variant loses exactly its exercise's points (visible and hidden test), the right
+variants that fill the other places earn them (at least one per exercise; every right variant
+also passes the checks in tests/test_bugbank.py and the integrity scan in
+tests/test_integrity.py), the feedback names the diagnosed code and never shows the hidden
+tests, and an untouched learner notebook scores 0 with "尚未实现"."""
 from __future__ import annotations
 
 import json
@@ -26,27 +28,29 @@ DEPENDS = dependencies()
 
 
 def plan_submissions(section: str) -> dict[str, dict[str, object]]:
-    """student -> {exercise: variant}: every variant of the section is graded by some student.
+    """student -> {exercise: variant}: every wrong variant of the section is graded by some student.
 
-    Each student carries one variant of every exercise. A dependent exercise (its solution calls
-    others of the notebook) is judged only where what it depends on is right: first come the
-    rounds in which those prerequisites carry their wrong variants, then the rounds in which they
-    carry right ones and the dependent exercise carries its variants. The other exercises cycle
-    through their variants in every round.
+    Each student carries one variant of every exercise, wrong ones first, then right ones: as many
+    students as the exercise with the most wrong variants needs, plus one for a right variant. A
+    dependent exercise (its solution calls others of the notebook) is judged only where what it
+    depends on is right: first come the rounds in which those prerequisites carry their wrong
+    variants, then the rounds in which they carry right ones and the dependent exercise carries
+    its variants. The other exercises cycle in every round.
     """
-    by_exercise = {e: [v for v in BANK if v.exercise == e] for e in exercises(load_notebook("solutions", section))}
+    by_exercise = {e: sorted((v for v in BANK if v.exercise == e), key=lambda v: v.expected is None)
+                   for e in exercises(load_notebook("solutions", section))}   # wrong variants first
     right = {e: [v for v in vs if v.expected is None] for e, vs in by_exercise.items()}
+    wrong = {e: [v for v in vs if v.expected] for e, vs in by_exercise.items()}
     dependents = [e for e in by_exercise if DEPENDS.get(e)]
     prerequisites = {d for e in dependents for d in DEPENDS[e]}
-    wrong_first = {p: [v for v in by_exercise[p] if v.expected] for p in prerequisites}
-    n_wrong = max((len(vs) for vs in wrong_first.values()), default=0)
-    n_judged = max([len(by_exercise[d]) for d in dependents] + [len(right[p]) for p in prerequisites], default=0)
-    rounds = max([n_wrong + n_judged] + [len(vs) for e, vs in by_exercise.items()
+    n_wrong = max((len(wrong[p]) for p in prerequisites), default=0)
+    n_judged = max([len(wrong[d]) + 1 for d in dependents], default=0)          # + 1: a right one too
+    rounds = max([n_wrong + n_judged] + [len(wrong[e]) + 1 for e in by_exercise
                                          if e not in prerequisites and e not in dependents])
 
     def pick(exercise: str, r: int):
         if exercise in prerequisites:
-            pool, i = (wrong_first[exercise], r) if r < n_wrong and wrong_first[exercise] else (right[exercise], r)
+            pool, i = (wrong[exercise], r) if r < n_wrong and wrong[exercise] else (right[exercise], r)
         elif exercise in dependents:
             pool, i = (right[exercise], 0) if r < n_wrong else (by_exercise[exercise], r - n_wrong)
         else:
@@ -56,14 +60,17 @@ def plan_submissions(section: str) -> dict[str, dict[str, object]]:
     return {f"student{r:02d}": {e: pick(e, r) for e in by_exercise} for r in range(rounds)}
 
 
-def test_every_variant_is_graded_and_dependents_only_beside_right_prerequisites():
+def test_every_wrong_variant_is_graded_and_dependents_only_beside_right_prerequisites():
     for section in SECTIONS:
         plan = plan_submissions(section)
         graded = {v.id for variants in plan.values() for v in variants.values()}
-        assert graded >= {v.id for v in BANK if v.exercise in exercises(load_notebook("solutions", section))}
+        ours = [v for v in BANK if v.exercise in exercises(load_notebook("solutions", section))]
+        assert graded >= {v.id for v in ours if v.expected}
+        assert {v.exercise for v in ours if v.id in graded and v.expected is None} == {v.exercise for v in ours}
         judged = {v.id for variants in plan.values() for e, v in variants.items()
                   if not any(variants[d].expected for d in DEPENDS.get(e, ()))}
-        assert judged >= {v.id for v in BANK if v.exercise in DEPENDS and v.exercise in plan["student00"]}
+        assert judged >= {v.id for v in BANK if v.exercise in DEPENDS and v.exercise in plan["student00"]
+                          and v.expected}
 
 
 def submit_bug_bank(course: Course, section: str) -> dict[str, dict[str, object]]:

@@ -1,11 +1,16 @@
 """The integrity scan (autograder/integrity.py) line by line: what honest students write passes,
-what changes the environment the checks rely on is found. (Through real grading:
-tests/test_honest_submissions.py and tests/test_bad_submissions.py.)"""
+what changes the environment the checks rely on is found, and no bug-bank variant (every one is
+code a student might write) is mistaken for either. (Through real grading:
+tests/test_honest_submissions.py, tests/test_bad_submissions.py and tests/test_grading.py.)"""
 from __future__ import annotations
 
 import pytest
 
 from autograder.integrity import borrowed, check_names, imported_checks, scan
+from autograder.notebook_format import cell_kind, exercises
+
+from .bugbank import all_variants
+from .conftest import SECTIONS, load_notebook
 
 CHECKS = check_names(["check_project_qkv"])
 
@@ -83,3 +88,26 @@ def test_an_exercise_whose_own_code_uses_the_reference_is_borrowed():
     assert set(found) == {"split_heads"} and found["split_heads"].line == "return _mine(x, n)"
     assert set(borrowed({"split_heads": "from utils.reference import split_heads"}, [])) == {"split_heads"}
     assert set(borrowed({"split_heads": "pass"}, ["from utils.reference import split_heads"])) == {"split_heads"}
+
+
+def _section_checks() -> dict[str, tuple[set[str], object]]:
+    """exercise -> (the exercises of its notebook, the check names its notebook protects)."""
+    found = {}
+    for section in SECTIONS:
+        nb = load_notebook("notebooks", section)
+        code = ["".join(c["source"]) for c in nb["cells"] if c["cell_type"] == "code" and cell_kind(c) != "solution"]
+        names = set(exercises(nb))
+        found.update({name: (names, check_names(imported_checks(code))) for name in names})
+    return found
+
+
+SECTION_CHECKS = _section_checks()
+
+
+@pytest.mark.parametrize("variant", all_variants(), ids=lambda v: v.id)
+def test_no_bug_bank_variant_is_taken_for_tampering_or_for_the_reference(variant):
+    """What grading's IntegrityCheck does with a solution cell, for every variant of the bank (the
+    graded runs of tests/test_grading.py give each exercise's right variants the remaining places)."""
+    names, protected = SECTION_CHECKS[variant.exercise]
+    assert scan(variant.source, protected) == []
+    assert borrowed({e: variant.source if e == variant.exercise else "" for e in names}, []) == {}
