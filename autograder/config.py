@@ -34,7 +34,7 @@ def configure(c, course_root: str | None = None) -> None:
     # unsandboxed (docs/instructor_guide.md §6.3). Only grading: learners' JupyterLab is not.
     c.ResilientExecute.sandbox = True
     # Figures are built but not rendered at grading time (utils/grading_backend.py): the course's
-    # demos draw them the same for every student, and rendering them is a fifth of grading a
+    # demos draw them the same for every student, and rendering them is about 30 % of grading a
     # figure-heavy section. True puts them back into the feedback.
     c.ResilientExecute.draw_figures = False
     # Execution that survives a killed or hung kernel, then the integrity scan (see
