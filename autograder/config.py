@@ -33,6 +33,11 @@ def configure(c, course_root: str | None = None) -> None:
     # solutions/, the gradebook, other students or the grader; without bwrap it warns and runs
     # unsandboxed (docs/instructor_guide.md §6.3). Only grading: learners' JupyterLab is not.
     c.ResilientExecute.sandbox = True
+    # Each sandboxed kernel is forked from a zygote that imported torch and matplotlib once per
+    # grading process (autograder/kernel_pool.py): about half of what a submission used to cost.
+    # Between two kernels the zygote clears its sandbox (autograder/zygote.py). False starts every
+    # kernel on its own in bwrap.
+    c.ResilientExecute.fork_kernels = True
     # Figures are built but not rendered at grading time (utils/grading_backend.py): the course's
     # demos draw them the same for every student, and rendering them is about 30 % of grading a
     # figure-heavy section. True puts them back into the feedback.

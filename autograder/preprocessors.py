@@ -69,12 +69,14 @@ class ResilientExecute(Execute):
     """
 
     sandbox = Bool(True, help="Run the kernels in bubblewrap (autograder/sandbox.py).").tag(config=True)
+    fork_kernels = Bool(True, help="Fork the sandboxed kernels from a zygote that imported torch once "
+                                   "(see autograder/kernel_pool.py).").tag(config=True)
     draw_figures = Bool(False, help="Render the notebook's figures (see utils/grading_backend.py).").tag(config=True)
 
     def __init__(self, **kw):
         super().__init__(**kw)
         if self.sandbox:
-            self.kernel_manager_class = kernel_manager_class(self.log)
+            self.kernel_manager_class = kernel_manager_class(self.log, fork=self.fork_kernels)
 
     async def async_start_new_kernel(self, **kwargs):
         if not self.draw_figures:

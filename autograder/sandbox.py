@@ -8,14 +8,15 @@ turns a kernel spec into a command). ``ResilientExecute`` uses it when
 
 Inside, the kernel sees only: the system (``/usr`` and a few files of ``/etc``), read-only;
 the Python installation and the course package ``utils/``, read-only; its own connection
-file, read-only; and its own notebook's directory, writable. ``/tmp`` and ``HOME`` are a fresh
-tmpfs. So the source notebooks, the gradebook, other students' folders, other kernels'
-connection files and the instructor's home do not exist in there. It runs without any
-capability (also when grading runs as root), in its own PID namespace (it cannot see or
-signal the grader), and dies with its parent
-(``--die-with-parent``): nothing it starts outlives the kernel. The environment is cleared
-but for a few harmless variables and nbgrader's ``NBGRADER_EXECUTION``. Interrupts go by
-message (``interrupt_mode = "message"``): a SIGINT sent from outside would stop bwrap itself.
+file, read-only; and its own notebook's directory, writable. ``/tmp``, ``/dev/shm`` and ``HOME``
+are fresh tmpfs; everything else is read-only. So the source notebooks, the gradebook, other
+students' folders, other kernels' connection files and the instructor's home do not exist in
+there. It runs without any capability (also when grading runs as root), in its own PID namespace
+(it cannot see or signal the grader), and dies with its parent (``--die-with-parent``): nothing it
+starts outlives the kernel. The environment is cleared but for a few harmless variables and
+nbgrader's ``NBGRADER_EXECUTION``. Interrupts go by message (``interrupt_mode = "message"``): a
+SIGINT sent from outside would stop bwrap itself. With ``c.ResilientExecute.fork_kernels`` (the
+default) the same sandbox holds a zygote that forks the kernels (autograder/kernel_pool.py).
 
 Where bwrap is missing or the kernel refuses user namespaces, :func:`kernel_manager_class`
 logs a warning and grading runs unsandboxed (docs/instructor_guide.md says what to do then).
@@ -54,15 +55,19 @@ def unavailable_reason() -> str | None:
     bwrap = shutil.which("bwrap")
     if bwrap is None:
         return "没有找到 bwrap 命令（Debian/Ubuntu：apt-get install bubblewrap）"
-    probe = subprocess.run(bwrap_argv(["true"], tempfile.gettempdir(), os.devnull), capture_output=True, text=True)
+    probe = subprocess.run(bwrap_argv(["true"], (tempfile.gettempdir(),) * 2), capture_output=True, text=True)
     if probe.returncode != 0:
         return f"bwrap 无法创建命名空间：{probe.stderr.strip() or probe.returncode}"
     return None
 
 
-def kernel_manager_class(log) -> type[AsyncKernelManager]:
-    """The sandboxed kernel manager, or (with a logged warning) the plain one where bwrap fails."""
+def kernel_manager_class(log, fork: bool = False) -> type[AsyncKernelManager]:
+    """The sandboxed kernel manager (``fork``: the one whose kernels are forked from a zygote,
+    autograder/kernel_pool.py), or (with a logged warning) the plain one where bwrap fails."""
     reason = unavailable_reason()
+    if reason is None and fork:
+        from .kernel_pool import ForkingKernelManager
+        return ForkingKernelManager
     if reason is None:
         return SandboxedKernelManager
     log.warning(FALLBACK_WARNING, reason)
@@ -85,7 +90,7 @@ def system_args() -> list[str]:
             args += ["--ro-bind", path, path]
     for path in SYSTEM_PATHS:
         args += ["--ro-bind-try", path, path]
-    return args + ["--dev", "/dev", "--proc", "/proc", "--tmpfs", "/tmp"]
+    return args + ["--dev", "/dev", "--tmpfs", "/dev/shm", "--proc", "/proc", "--tmpfs", "/tmp"]
 
 
 def font_cache_args() -> list[str]:
@@ -99,24 +104,37 @@ def font_cache_args() -> list[str]:
     return args
 
 
+def sandbox_env(env: Mapping[str, str]) -> dict[str, str]:
+    """The whole environment of the sandboxed process: the harmless part of ``env``.
+
+    JPY_PARENT_PID=1: the kernel's parent is the sandbox's init or the zygote (it dies with
+    either), so ipykernel neither polls for a parent it cannot see nor prints its console banner."""
+    return {"HOME": SANDBOX_HOME, "JPY_PARENT_PID": "1", **{name: env[name] for name in KEPT_ENV if name in env}}
+
+
 def environment_args(env: Mapping[str, str]) -> list[str]:
-    # JPY_PARENT_PID=1: the kernel's parent is the sandbox's init (it dies with it anyway), so
-    # ipykernel neither polls for a parent it cannot see nor prints its console banner.
-    args = ["--clearenv", "--setenv", "HOME", SANDBOX_HOME, "--setenv", "JPY_PARENT_PID", "1"]
-    for name in KEPT_ENV:
-        if name in env:
-            args += ["--setenv", name, env[name]]
+    args = ["--clearenv"]
+    for name, value in sandbox_env(env).items():
+        args += ["--setenv", name, value]
     return args
 
 
-def bwrap_argv(cmd: list[str], cwd: str, connection_file: str, env: Mapping[str, str] = os.environ) -> list[str]:
-    """``cmd`` run by bwrap: sealed as the module docstring says, in ``cwd`` (its only writable place),
-    with the harmless part of ``env`` (the environment the kernel was to be launched with)."""
-    args = [shutil.which("bwrap"), "--die-with-parent", "--new-session", "--cap-drop", "ALL", "--unshare-pid",
+def bwrap_argv(cmd: list[str], workdir: tuple[str, str], env: Mapping[str, str] = os.environ,
+               read_only: Mapping[str, str] | None = None, init: bool = False) -> list[str]:
+    """``cmd`` run by bwrap, sealed as the module docstring says, with the harmless part of ``env``
+    (the environment it was to be launched with). ``workdir``: the host folder that is its only
+    writable place (besides ``/tmp`` and ``/dev/shm``) and the path it has inside, its working
+    directory; ``read_only``: files it may read (host path → path inside); ``init``: ``cmd`` is
+    the sandbox's PID 1 (which no process of the sandbox can kill or stop) instead of bwrap's."""
+    args = [shutil.which("bwrap"), *(["--as-pid-1"] if init else []), "--die-with-parent", "--new-session", "--cap-drop", "ALL", "--unshare-pid",
             "--unshare-ipc", "--unshare-uts", "--unshare-cgroup-try", *environment_args(env), *system_args()]
     for path in python_paths():
         args += ["--ro-bind", path, path]
-    args += [*font_cache_args(), "--ro-bind", connection_file, connection_file, "--bind", cwd, cwd, "--chdir", cwd]
+    args += font_cache_args()
+    for host, inside in (read_only or {}).items():
+        args += ["--ro-bind", host, inside]
+    host, inside = workdir
+    args += ["--bind", host, inside, "--chdir", inside, "--remount-ro", "/dev", "--remount-ro", "/"]
     return [*args, "--", *cmd]
 
 
@@ -133,7 +151,8 @@ class SandboxedKernelManager(AsyncKernelManager):
 
     def format_kernel_cmd(self, extra_arguments: list[str] | None = None) -> list[str]:
         cmd = super().format_kernel_cmd(extra_arguments)
-        return bwrap_argv(cmd, self.cwd, os.path.realpath(self.connection_file), self.env)
+        connection_file = os.path.realpath(self.connection_file)
+        return bwrap_argv(cmd, (self.cwd, self.cwd), self.env, read_only={connection_file: connection_file})
 
     @property
     def kernel_spec(self):

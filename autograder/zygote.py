@@ -1,0 +1,267 @@
+"""The kernel zygote: one Python in the grading sandbox that imports the heavy libraries once and
+forks a fresh kernel for each submission (started and driven by autograder/kernel_pool.py).
+
+A graded submission is CPU-bound and most of its cost used to be the same for every student:
+starting Python and ipykernel and importing torch and matplotlib (about 2.5 s of a 5 s
+submission on one core). The zygote pays it once per grading process; each kernel is a fork of it.
+
+Between two kernels nothing of the first survives: when a kernel has exited, the zygote kills
+every other process of its sandbox (``kill(-1)`` in its own PID namespace reaches all of them at
+once, so nothing can fork away from it) and removes the System V IPC objects; once the grader
+has copied the submission folder back, it empties the only writable places (``/tmp``,
+``/dev/shm``, the submission folder) and checks that they are empty.
+POSIX message queues cannot be created at all (RLIMIT_MSGQUEUE = 0). If anything survives, the
+zygote exits and the pool starts a new sandbox. The zygote itself cannot be read or traced by
+its kernels (not dumpable). It runs with the standard library only until it preloads.
+
+Protocol: one JSON object per line; the zygote reads requests on fd ``requests`` and answers
+on fd ``replies`` (both given on the command line, closed in every kernel).
+
+* ``{"op": "spawn", "connection": {...}, "env": {...}}`` → ``{"pid": n}``
+* ``{"op": "poll", "pid": n}`` → ``{"returncode": null | int}`` (negative: killed by a signal); once it
+  is not null, every other process of the sandbox has been killed
+* ``{"op": "clear"}`` → ``{}``: the writable folders emptied (after the grader copied the submission
+  folder back), so the next kernel may be forked
+* ``{"op": "signal", "pid": n, "signum": s}`` → ``{}``
+"""
+from __future__ import annotations
+
+import ctypes
+import importlib
+import json
+import os
+import random
+import shutil
+import signal
+import stat
+import sys
+import time
+import traceback
+
+# What every kernel of the course imports and whose import depends on no IPython shell (the
+# course's own package and ipywidgets register themselves with the shell, so the kernel imports them).
+PRELOAD = ("torch", "numpy", "matplotlib", "matplotlib.pyplot", "IPython", "ipykernel.kernelapp", "ipykernel.ipkernel")
+# ipykernel sets this before any user code runs; matplotlib reads it when it is imported.
+INLINE_BACKEND = "module://matplotlib_inline.backend_inline"
+TEMPORARY = ("/tmp", "/dev/shm")
+SYSV_IPC = {"shm": "shmctl", "msg": "msgctl", "sem": "semctl"}
+PR_SET_DUMPABLE = 4
+IPC_RMID = 0
+SWEEP_SECONDS = 5
+
+libc = ctypes.CDLL(None, use_errno=True)
+
+
+class Dirty(Exception):
+    """Something of the last kernel survived the sweep: this sandbox must not be used again."""
+
+
+# --- between kernels ------------------------------------------------------------------------------
+
+def stop_everything() -> None:
+    """Kill every other process of the sandbox and the System V IPC objects they made."""
+    try:
+        os.kill(-1, signal.SIGKILL)  # from init: every process of this PID namespace but init
+    except ProcessLookupError:
+        pass
+    deadline = time.monotonic() + SWEEP_SECONDS
+    while others():
+        reap()
+        if time.monotonic() > deadline:
+            raise Dirty(f"processes survive: {others()}")
+        time.sleep(0.002)
+    remove_sysv_ipc()
+
+
+def others() -> list[int]:
+    return [int(p) for p in os.listdir("/proc") if p.isdigit() and int(p) != os.getpid()]
+
+
+def reap() -> dict[int, int]:
+    """Wait for every child that has ended (orphans are the zygote's, as init); pid -> return code."""
+    ended = {}
+    while True:
+        try:
+            pid, status = os.waitpid(-1, os.WNOHANG)
+        except ChildProcessError:
+            return ended
+        if not pid:
+            return ended
+        ended[pid] = os.waitstatus_to_exitcode(status)
+
+
+def remove_sysv_ipc() -> None:
+    for kind, control in SYSV_IPC.items():
+        with open(f"/proc/sysvipc/{kind}", encoding="ascii") as table:
+            ids = [int(line.split()[1]) for line in list(table)[1:]]
+        for ipc_id in ids:
+            args = (ipc_id, 0, IPC_RMID) if kind == "sem" else (ipc_id, IPC_RMID, None)
+            getattr(libc, control)(*args)
+        with open(f"/proc/sysvipc/{kind}", encoding="ascii") as table:
+            if len(list(table)) > 1:
+                raise Dirty(f"System V {kind} objects survive")
+
+
+def mount_points() -> set[str]:
+    with open("/proc/self/mountinfo", encoding="utf-8") as mounts:
+        return {line.split()[4] for line in mounts}
+
+
+def empty(folder: str, mode: int) -> None:
+    """Remove everything in ``folder`` but the read-only files bound into it (and their parents);
+    give ``folder`` back its ``mode``. A kernel may have taken the permissions off its own files."""
+    mounts = mount_points()
+
+    def bound(path: str) -> bool:  # a read-only file bound in, or a folder on the way to one
+        return path in mounts or any(m.startswith(path + "/") for m in mounts)
+
+    os.chmod(folder, stat.S_IRWXU)
+    for root, dirs, _ in os.walk(folder):  # top-down: each folder is opened up before it is listed
+        for name in dirs:
+            if not bound(path := os.path.join(root, name)) and not os.path.islink(path):
+                os.chmod(path, stat.S_IRWXU)
+    for root, dirs, files in os.walk(folder, topdown=False):
+        for name in files + dirs:
+            path = os.path.join(root, name)
+            if bound(path):
+                continue
+            if name in dirs and not os.path.islink(path):
+                shutil.rmtree(path)
+            else:
+                os.remove(path)
+    os.chmod(folder, mode)
+    if any(not bound(os.path.join(r, n)) for r, ds, fs in os.walk(folder) for n in ds + fs):
+        raise Dirty(f"{folder} is not empty")
+
+
+# --- a kernel -------------------------------------------------------------------------------------
+
+def become_kernel(request: dict, channels: tuple[int, int], submission: str) -> None:
+    """In the forked child: become what ``python -m ipykernel_launcher -f FILE`` would be."""
+    signal.signal(signal.SIGCHLD, signal.SIG_DFL)
+    signal.pthread_sigmask(signal.SIG_SETMASK, set())
+    for fd in channels:
+        os.close(fd)
+    os.setsid()
+    libc.prctl(PR_SET_DUMPABLE, 1)
+    os.environ.clear()
+    os.environ.update(request["env"])
+    os.chdir(submission)
+    os.environ["PWD"] = submission  # as bwrap's --chdir sets it
+    random.seed()  # fresh seeds, as a new process would have (the forked ones are the zygote's)
+    if "numpy" in sys.modules:
+        sys.modules["numpy"].random.seed()
+    if "torch" in sys.modules:
+        sys.modules["torch"].seed()
+    connection_file = f"/tmp/kernel-{os.getpid()}.json"
+    with open(connection_file, "w", encoding="utf-8") as f:
+        json.dump(request["connection"], f)
+    from ipykernel import kernelapp
+
+    sys.argv = [os.path.join(os.path.dirname(os.path.dirname(kernelapp.__file__)), "ipykernel_launcher.py"),
+                "-f", connection_file]
+    del sys.path[0]  # this script's folder; ipykernel_launcher takes the working directory out in the same way
+    kernelapp.launch_new_instance()
+
+
+def fork_kernel(request: dict, channels: tuple[int, int], submission: str) -> int:
+    pid = os.fork()
+    if pid:
+        return pid
+    status = 1
+    try:
+        become_kernel(request, channels, submission)
+        status = 0
+    except SystemExit as end:
+        status = end.code if isinstance(end.code, int) else 0
+    except BaseException:
+        traceback.print_exc()
+    finally:
+        try:
+            import atexit
+            atexit._run_exitfuncs()
+            sys.stdout.flush()
+            sys.stderr.flush()
+        finally:
+            os._exit(status)
+
+
+def signal_group(pid: int, signum: int) -> None:
+    """Signal the kernel and what it started (its own session), or only the kernel before setsid."""
+    for send in (os.killpg, os.kill):
+        try:
+            return send(pid, signum)
+        except ProcessLookupError:
+            continue
+
+
+# --- the zygote -----------------------------------------------------------------------------------
+
+def prepare(host_pid_namespace: str) -> None:
+    if os.readlink("/proc/self/ns/pid") == host_pid_namespace:
+        raise SystemExit("zygote: not in a PID namespace of its own; refusing to start")  # kill(-1) would reach the host
+    libc.prctl(PR_SET_DUMPABLE, 0)
+    import resource
+    resource.setrlimit(resource.RLIMIT_MSGQUEUE, (0, 0))
+    os.environ.setdefault("MPLBACKEND", INLINE_BACKEND)
+    for module in PRELOAD:
+        importlib.import_module(module)
+
+
+class Zygote:
+    """The sandbox's init (pid 1: its kernels cannot signal it) and the parent of one kernel at a time."""
+
+    def __init__(self, channels: tuple[int, int], submission: str):
+        self.channels, self.submission = channels, submission
+        self.writable = {folder: stat.S_IMODE(os.stat(folder).st_mode) for folder in (*TEMPORARY, submission)}
+        self.kernel: int | None = None      # the running kernel
+        self.ended: dict[int, int] = {}     # pid -> return code, of the kernels that have ended
+        self.clear = True                   # nothing of an ended kernel is left
+        signal.signal(signal.SIGCHLD, self.on_child_exit)
+
+    def on_child_exit(self, _signum, _frame) -> None:
+        ended = reap()  # the kernel, or an orphan of a kernel: init reaps them
+        if self.kernel in ended:
+            self.ended[self.kernel] = ended[self.kernel]
+
+    def answer(self, request: dict) -> dict:
+        op, pid = request["op"], request.get("pid")
+        if op == "spawn":
+            if self.kernel is not None or not self.clear:
+                raise Dirty("asked for a kernel before the last one was cleared away")
+            signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGCHLD})  # its end must find self.kernel set
+            self.kernel, self.clear = fork_kernel(request, self.channels, self.submission), False
+            signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGCHLD})
+            return {"pid": self.kernel}
+        if op == "signal":
+            if pid == self.kernel:
+                signal_group(pid, request["signum"])
+            return {}
+        if op == "clear":  # the grader has copied the submission folder back
+            for folder, mode in self.writable.items():
+                empty(folder, mode)
+            self.clear = True
+            return {}
+        if pid == self.kernel and pid in self.ended:  # op == "poll": it ended; so does everything it started
+            self.kernel = None
+            stop_everything()
+        return {"returncode": None if pid == self.kernel else self.ended.get(pid, -signal.SIGKILL)}
+
+    def serve(self, requests, replies) -> None:
+        for line in requests:
+            replies.write(json.dumps(self.answer(json.loads(line))) + "\n")
+            replies.flush()
+
+
+def main(argv: list[str]) -> None:
+    requests_fd, replies_fd, submission, host_pid_namespace = int(argv[0]), int(argv[1]), argv[2], argv[3]
+    prepare(host_pid_namespace)
+    zygote = Zygote((requests_fd, replies_fd), submission)
+    requests, replies = os.fdopen(requests_fd, "r"), os.fdopen(replies_fd, "w")
+    replies.write(json.dumps({"ready": sorted(PRELOAD)}) + "\n")
+    replies.flush()
+    zygote.serve(requests, replies)
+
+
+if __name__ == "__main__":
+    main(sys.argv[1:])
