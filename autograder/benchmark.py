@@ -5,7 +5,8 @@
 * the check functions on the reference implementations (the slowest three);
 * grading throughput: stock sequential ``nbgrader autograde`` against
   ``python -m autograder.grade`` on the same finished submissions of two sections (and the
-  latter with the figures rendered, as ``draw_figures = True`` asks);
+  latter with every kernel started on its own, ``fork_kernels = False``, and with the figures
+  rendered, ``draw_figures = True``);
 * the floor of one submission: start a kernel and ``import torch``.
 
     python -m autograder.benchmark                       # everything (a few minutes)
@@ -113,28 +114,35 @@ def timed(cmd: list[str], root: Path, jobs: int) -> float:
     return time.perf_counter() - start
 
 
+# autograder.grade runs timed besides the course's configuration: name -> lines added to it
+GRADING_VARIANTS = {"": "",
+                    "，内核不 fork": "c.ResilientExecute.fork_kernels = False\n",
+                    "，渲染演示图": "c.ResilientExecute.draw_figures = True\n"}
+
+
 def grading_rows(sections: list[str], students: int, jobs: int) -> list[Row]:
     """Submissions per minute for each section: stock sequential nbgrader vs autograder.grade, the
-    latter also with the figures rendered (``c.ResilientExecute.draw_figures = True``)."""
+    latter also with kernels started one by one (``fork_kernels = False``) and with the figures
+    rendered (``draw_figures = True``)."""
     rows = []
     parallel_cmd = [sys.executable, "-m", "autograder.grade", "--jobs", str(jobs)]
     with tempfile.TemporaryDirectory() as tmp:
         for section in sections:
-            sequential, parallel, drawn = (Path(tmp) / section / name for name in ("sequential", "parallel", "drawn"))
+            sequential = Path(tmp) / section / "sequential"
             make_course(sequential, [section], students)
-            shutil.copytree(sequential, parallel)
-            shutil.copytree(sequential, drawn)
-            with (drawn / "nbgrader_config.py").open("a", encoding="utf-8") as config:
-                config.write("c.ResilientExecute.draw_figures = True\n")
+            variants = [Path(tmp) / section / f"parallel{k}" for k in range(len(GRADING_VARIANTS))]
+            for course, config in zip(variants, GRADING_VARIANTS.values()):
+                shutil.copytree(sequential, course)  # before grading: the same gradebook, no grades yet
+                with (course / "nbgrader_config.py").open("a", encoding="utf-8") as f:
+                    f.write(config)
             t_seq = timed(nbgrader_cmd("autograde", section, "--force"), sequential, 1)
-            t_par = timed([*parallel_cmd, section], parallel, jobs)
-            t_drawn = timed([*parallel_cmd, section], drawn, jobs)
-            rows += [Row(f"{section}：nbgrader autograde（顺序，{students} 份）",
-                         f"{60 * students / t_seq:.1f} 份/分钟（每份 {t_seq / students:.2f} 秒）"),
-                     Row(f"{section}：autograder.grade --jobs {jobs}",
-                         f"{60 * students / t_par:.1f} 份/分钟（{t_seq / t_par:.2f}×）"),
-                     Row(f"{section}：autograder.grade --jobs {jobs}，渲染演示图",
-                         f"{60 * students / t_drawn:.1f} 份/分钟")]
+            rows.append(Row(f"{section}：nbgrader autograde（顺序，{students} 份）",
+                            f"{60 * students / t_seq:.1f} 份/分钟（每份 {t_seq / students:.2f} 秒）"))
+            for course, name in zip(variants, GRADING_VARIANTS):
+                t_par = timed([*parallel_cmd, section], course, jobs)
+                speedup = "" if name else f"（{t_seq / t_par:.2f}×）"
+                rows.append(Row(f"{section}：autograder.grade --jobs {jobs}{name}",
+                                f"{60 * students / t_par:.1f} 份/分钟{speedup}"))
     return rows
 
 
