@@ -4,13 +4,15 @@
     python -m autograder.grade 01_qkv_and_scores --jobs 2 --students alice,bob
     python -m autograder.grade 01_qkv_and_scores --sequential  # plain `nbgrader autograde`, for comparison
 
-``--jobs`` worker processes (default: one per core) each import nbgrader once and then run
-nbgrader's own autograde (``NbGraderAPI.autograde``, the same converter and configuration as
-``nbgrader autograde``) for one student after another, so results are exactly nbgrader's
-while the ~2 s start-up is paid once per worker, not once per student. Each worker runs in
-its own session under a memory limit (RLIMIT_AS, set by the worker itself and inherited by the
-kernels it starts); a submission that runs past the wall-clock limit gets its worker (and
-kernel) killed and replaced. Kernels run sealed in bubblewrap (autograder/sandbox.py).
+``--jobs`` worker processes (default: one per core), forked from this one once it has imported
+nbgrader and read the course's configuration, each run nbgrader's own autograde
+(``NbGraderAPI.autograde``, the same converter and configuration as ``nbgrader autograde``)
+for one student after another, so results are exactly nbgrader's while nbgrader's start-up is
+paid once, not once per student. Each worker runs in its own session under a memory limit
+(RLIMIT_AS, set by the worker itself and inherited by the kernels it starts); a submission that
+runs past the wall-clock limit gets its worker (and kernel) killed and replaced. Kernels run
+sealed in bubblewrap (autograder/sandbox.py), forked from a zygote that imported torch once per
+worker (autograder/kernel_pool.py).
 
 Nothing is lost: a submission nbgrader cannot read (invalid JSON, truncated, missing) or fails
 on is kept as ``*.broken`` and replaced by the released notebook with a Chinese note on top,
@@ -21,6 +23,7 @@ nbgrader's CourseDirectory (run from the course root, as nbgrader itself). The e
 from __future__ import annotations
 
 import argparse
+import copy
 import json
 import os
 import queue
@@ -39,7 +42,7 @@ import nbformat
 
 from nbgrader.coursedir import CourseDirectory
 
-from . import sandbox
+from . import kernel_pool, sandbox
 
 SQLITE_BUSY_SECONDS = 120
 TRIES_AS_SUBMITTED = 2  # a failure may be passing (a lock, a lost reply): try again before giving up
@@ -157,24 +160,26 @@ def progress(done: int, total: int, outcome: Outcome) -> None:
 
 # --- the worker process ----------------------------------------------------------------------
 
-def worker_main(section: str, cell_seconds: int | None, memory_mb: int) -> None:
-    """Grade the students named on stdin (one per line); answer one ``@@{json}`` line each."""
+def serve_students(app, section: str, limits: Limits, requests, answers) -> None:
+    """In a worker: grade the students named on ``requests`` (one per line); answer one
+    ``@@{json}`` line each on ``answers``."""
     from nbgrader.apps import NbGraderAPI
 
-    limit_memory(memory_mb)
-    app = course_app()
-    if cell_seconds:
-        app.config.Execute.timeout = cell_seconds
+    os.chdir(app.coursedir.root)
+    config = copy.deepcopy(app.config)
+    if limits.cell_seconds:
+        config.Execute.timeout = limits.cell_seconds
     db_url = app.coursedir.db_url
     if db_url.startswith("sqlite:") and "?" not in db_url:
         # Workers write to one SQLite file at once: wait for a lock instead of failing at once.
-        app.config.CourseDirectory.db_url = db_url + f"?timeout={SQLITE_BUSY_SECONDS}"
-    api = NbGraderAPI(config=app.config)
-    for line in sys.stdin:
+        config.CourseDirectory.db_url = db_url + f"?timeout={SQLITE_BUSY_SECONDS}"
+    api = NbGraderAPI(config=config)
+    for line in requests:
         student = line.strip()
         result = api.autograde(section, student, force=True, create=True)
-        print("@@" + json.dumps({"student": student, "ok": bool(result["success"]),
-                                 "detail": failure_reason(result)}), flush=True)
+        answers.write("@@" + json.dumps({"student": student, "ok": bool(result["success"]),
+                                         "detail": failure_reason(result)}) + "\n")
+        answers.flush()
 
 
 def failure_reason(result: dict) -> str:
@@ -185,40 +190,72 @@ def failure_reason(result: dict) -> str:
 
 
 class Worker:
-    """A grading process, fed one student at a time; its answers arrive on ``events``."""
+    """A grading process, fed one student at a time; its answers arrive on ``events``.
 
-    def __init__(self, root: str, section: str, limits: Limits, events: queue.Queue):
-        cmd = [sys.executable, "-m", "autograder.grade", section, "--worker", "--memory-mb", str(limits.memory_mb)]
-        if limits.cell_seconds:
-            cmd += ["--cell-timeout", str(limits.cell_seconds)]
-        # Its own session, so a kill reaches nothing else; its kernels die with it (bwrap --die-with-parent).
-        self.proc = subprocess.Popen(cmd, cwd=root, env=child_env(limits.jobs), stdin=subprocess.PIPE,
-                                     stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True,
-                                     start_new_session=True)
+    It is a fork of this process, which has imported nbgrader and read the course's configuration
+    already (about 1.3 s that each worker would otherwise spend again), in a session of its own,
+    so a kill reaches nothing else; its kernels die with it (bwrap --die-with-parent). It talks
+    to us on two pipes only: every other descriptor is closed, so no worker holds another's pipes
+    and the kernels' output never mixes with the answers.
+    """
+
+    REQUESTS, ANSWERS = 3, 4   # the worker's descriptors for its two pipes
+
+    def __init__(self, app, section: str, limits: Limits, events: queue.Queue, serve=serve_students):
+        (requests_r, requests_w), (answers_r, answers_w) = os.pipe(), os.pipe()
+        self.pid = os.fork()
+        if self.pid == 0:
+            self._become_worker(requests_r, answers_w, lambda requests, answers:
+                                serve(app, section, limits, requests, answers), child_env(limits.jobs),
+                                limits.memory_mb)
+        os.close(requests_r)
+        os.close(answers_w)
+        self.requests = os.fdopen(requests_w, "w")
         self.student: str | None = None
         self.since = 0.0
         self.killed_for = ""
-        threading.Thread(target=self._read, args=(events,), daemon=True).start()
+        threading.Thread(target=self._read, args=(os.fdopen(answers_r), events), daemon=True).start()
 
-    def _read(self, events: queue.Queue) -> None:
-        for line in self.proc.stdout:
+    @classmethod
+    def _become_worker(cls, requests_fd: int, answers_fd: int, serve, env: dict[str, str], memory_mb: int) -> None:
+        status = 1
+        try:
+            os.setsid()
+            limit_memory(memory_mb)
+            os.dup2(requests_fd, cls.REQUESTS)
+            os.dup2(answers_fd, cls.ANSWERS)
+            devnull = os.open(os.devnull, os.O_RDWR)
+            for fd in (0, 1, 2):  # nbgrader's log and the kernels' raw output go nowhere, as before
+                os.dup2(devnull, fd)
+            os.closerange(cls.ANSWERS + 1, os.sysconf("SC_OPEN_MAX"))
+            os.environ.clear()
+            os.environ.update(env)
+            with os.fdopen(cls.REQUESTS, "r") as requests, os.fdopen(cls.ANSWERS, "w") as answers:
+                serve(requests, answers)
+            status = 0
+        finally:
+            kernel_pool.POOL.close()
+            os._exit(status)
+
+    def _read(self, answers, events: queue.Queue) -> None:
+        for line in answers:
             if line.startswith("@@"):
                 events.put((self, json.loads(line[2:])))
         events.put((self, None))  # the process ended
 
     def assign(self, student: str) -> None:
         self.student, self.since = student, time.perf_counter()
-        self.proc.stdin.write(student + "\n")
-        self.proc.stdin.flush()
+        self.requests.write(student + "\n")
+        self.requests.flush()
 
     def kill_if_overdue(self, wall_seconds: int) -> None:
         if self.student and not self.killed_for and time.perf_counter() - self.since > wall_seconds:
             self.killed_for = f"超过 {wall_seconds} 秒，已终止"
-            os.killpg(self.proc.pid, signal.SIGKILL)
+            os.killpg(self.pid, signal.SIGKILL)
 
     def close(self) -> None:
-        self.proc.stdin.close()
-        self.proc.wait()
+        self.requests.close()
+        os.waitpid(self.pid, 0)
 
 
 # --- the scheduler ----------------------------------------------------------------------------
@@ -226,9 +263,9 @@ class Worker:
 class Grading:
     """Hand students to workers; a failure is retried, then graded as the blank notebook."""
 
-    def __init__(self, coursedir: CourseDirectory, section: str, students: list[str], limits: Limits):
-        self.coursedir, self.section, self.limits = coursedir, section, limits
-        self.notes = {s: repair_unreadable(coursedir, section, s) for s in students}
+    def __init__(self, app, section: str, students: list[str], limits: Limits):
+        self.app, self.coursedir, self.section, self.limits = app, app.coursedir, section, limits
+        self.notes = {s: repair_unreadable(self.coursedir, section, s) for s in students}
         self.pending = deque(students)
         self.failures: dict[str, int] = {}
         self.outcomes: dict[str, Outcome] = {}
@@ -237,7 +274,7 @@ class Grading:
         self.workers = [self._spawn() for _ in range(min(limits.jobs, len(students)))]
 
     def _spawn(self) -> Worker:
-        return Worker(self.coursedir.root, self.section, self.limits, self.events)
+        return Worker(self.app, self.section, self.limits, self.events)
 
     def run(self) -> list[Outcome]:
         while len(self.outcomes) < self.total:
@@ -258,6 +295,7 @@ class Grading:
     def _handle(self, worker: Worker, answer: dict | None) -> None:
         student, seconds = worker.student, time.perf_counter() - worker.since
         if answer is None:  # the worker died (killed when overdue, or crashed): replace it
+            worker.close()
             self.workers[self.workers.index(worker)] = self._spawn()
             if student is not None:
                 self._failed(student, worker.killed_for or "评分进程意外退出", seconds)
@@ -285,8 +323,9 @@ class Grading:
         progress(len(self.outcomes), self.total, outcome)
 
 
-def grade_section(coursedir: CourseDirectory, section: str, students: list[str], limits: Limits) -> list[Outcome]:
-    return Grading(coursedir, section, students, limits).run()
+def grade_section(app, section: str, students: list[str], limits: Limits) -> list[Outcome]:
+    """Grade ``students`` with nbgrader's autograde ``app`` (as made by :func:`course_app`)."""
+    return Grading(app, section, students, limits).run()
 
 
 def students_of(coursedir: CourseDirectory, section: str) -> list[str]:
@@ -303,11 +342,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--timeout", type=int, default=900, help="每份提交的总时间上限（秒）")
     parser.add_argument("--cell-timeout", type=int, help="每个单元格的时间上限（秒，默认见 autograder/config.py）")
     parser.add_argument("--sequential", action="store_true", help="用一个 nbgrader 进程依次批改（对照用）")
-    parser.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
-    if args.worker:
-        worker_main(args.section, args.cell_timeout, args.memory_mb)
-        return 0
     app = course_app()
     warn_if_unsealed(app.config)
     coursedir = app.coursedir
@@ -321,7 +356,7 @@ def main(argv: list[str] | None = None) -> int:
                                 env=child_env(1), check=False).returncode
     else:
         limits = Limits(args.jobs, args.memory_mb, args.timeout, args.cell_timeout)
-        failed = [o for o in grade_section(coursedir, args.section, students, limits) if not o.ok]
+        failed = [o for o in grade_section(app, args.section, students, limits) if not o.ok]
         for o in failed:
             print(f"未能批改 {o.student}：{o.note}", file=sys.stderr)
         status = 1 if failed else 0

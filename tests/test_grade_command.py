@@ -2,7 +2,11 @@
 from __future__ import annotations
 
 import json
+import os
+import queue
+import resource
 import shutil
+from types import SimpleNamespace
 
 from nbgrader.coursedir import CourseDirectory
 from traitlets.config import Config
@@ -39,11 +43,16 @@ def make_course(tmp_path, submission_text: str | None, **layout):
     return coursedir, notebook
 
 
+def app_of(coursedir: CourseDirectory) -> SimpleNamespace:
+    """What grade_section needs of nbgrader's autograde app."""
+    return SimpleNamespace(coursedir=coursedir, config=Config())
+
+
 class FakeWorker:
     """Stands in for a grading process: answers each student from a script."""
     script: list[dict] = []
 
-    def __init__(self, root, section, limits, events):  # noqa: ARG002  (Worker's signature)
+    def __init__(self, app, section, limits, events):  # noqa: ARG002  (Worker's signature)
         self.events, self.student, self.since, self.killed_for = events, None, 0.0, ""
 
     def assign(self, student):
@@ -63,7 +72,7 @@ def test_a_passing_failure_is_retried_as_submitted(tmp_path, monkeypatch):
     FakeWorker.script = [{"ok": False, "detail": "sqlite3.OperationalError: database is locked"},
                          {"ok": True, "detail": ""}]
     monkeypatch.setattr(grade, "Worker", FakeWorker)
-    [outcome] = grade.grade_section(coursedir, SECTION, ["alice"], grade.Limits(jobs=1))
+    [outcome] = grade.grade_section(app_of(coursedir), SECTION, ["alice"], grade.Limits(jobs=1))
     assert outcome.ok and outcome.note == "" and not FakeWorker.script
     assert not notebook.with_suffix(".ipynb.broken").exists()
     assert notebook.read_text(encoding="utf-8") == released
@@ -75,7 +84,7 @@ def test_a_lasting_failure_falls_back_to_the_blank_notebook_with_a_note(tmp_path
     failure = {"ok": False, "detail": "KeyError: 'grade_id'"}
     FakeWorker.script = [failure, failure, {"ok": True, "detail": ""}]
     monkeypatch.setattr(grade, "Worker", FakeWorker)
-    [outcome] = grade.grade_section(coursedir, SECTION, ["alice"], grade.Limits(jobs=1))
+    [outcome] = grade.grade_section(app_of(coursedir), SECTION, ["alice"], grade.Limits(jobs=1))
     assert outcome.ok and "评分程序无法处理" in outcome.note and not FakeWorker.script
     assert notebook.with_suffix(".ipynb.broken").read_text(encoding="utf-8") == released
     note = json.loads(notebook.read_text(encoding="utf-8"))["cells"][0]
@@ -86,7 +95,7 @@ def test_a_failure_of_the_blank_notebook_too_is_reported_not_retried_forever(tmp
     coursedir, _ = make_course(tmp_path, released_text())
     FakeWorker.script = [{"ok": False, "detail": f"boom {i}"} for i in range(3)]
     monkeypatch.setattr(grade, "Worker", FakeWorker)
-    [outcome] = grade.grade_section(coursedir, SECTION, ["alice"], grade.Limits(jobs=1))
+    [outcome] = grade.grade_section(app_of(coursedir), SECTION, ["alice"], grade.Limits(jobs=1))
     assert not outcome.ok and outcome.note == "boom 2" and not FakeWorker.script
 
 
@@ -133,22 +142,33 @@ def test_exit_status_is_1_when_a_submission_could_not_be_graded(tmp_path, monkey
     coursedir, _ = make_course(tmp_path, released_text())
     FakeWorker.script = [{"ok": False, "detail": f"boom {i}"} for i in range(3)]
     monkeypatch.setattr(grade, "Worker", FakeWorker)
-    monkeypatch.setattr(grade, "course_app", lambda: type("App", (), {"coursedir": coursedir, "config": Config()}))
+    monkeypatch.setattr(grade, "course_app", lambda: app_of(coursedir))
     assert grade.main([SECTION, "--jobs", "1"]) == 1
     assert "未能批改 alice：boom 2" in capsys.readouterr().err
 
 
-def test_workers_start_their_own_session_and_set_their_limits_themselves(monkeypatch):
-    """No preexec_fn (unsafe while reader threads run): start_new_session, and the limit is
-    passed to the worker, which applies it to itself."""
-    seen = {}
+def report_on_itself(app, section, limits, requests, answers):  # noqa: ARG001  (serve_students' signature)
+    """A worker's ``serve`` that answers each request with what it is like."""
+    for line in requests:
+        answers.write("@@" + json.dumps({"student": line.strip(), "own_session": os.getsid(0) == os.getpid(),
+                                         "memory": resource.getrlimit(resource.RLIMIT_AS)[0],
+                                         "descriptors": sorted(int(fd) for fd in os.listdir("/proc/self/fd")),
+                                         "threads": os.environ.get("OMP_NUM_THREADS")}) + "\n")
+        answers.flush()
 
-    class Popen:
-        def __init__(self, cmd, **kw):
-            seen.update(kw, cmd=cmd)
-            self.stdout = []
 
-    monkeypatch.setattr(grade.subprocess, "Popen", Popen)
-    worker = grade.Worker(str(ROOT), SECTION, grade.Limits(jobs=1, memory_mb=1234), __import__("queue").Queue())
-    assert seen["start_new_session"] and "preexec_fn" not in seen
-    assert seen["cmd"][-2:] == ["--memory-mb", "1234"] and worker.student is None
+def test_workers_are_forks_in_their_own_session_that_set_their_limits_themselves():
+    """No preexec_fn: the fork sets its session, memory limit and environment itself, and keeps
+    only its two pipes (no worker holds another's, so each sees the end of its own)."""
+    events = queue.Queue()
+    workers = [grade.Worker(None, SECTION, grade.Limits(jobs=2, memory_mb=1234), events, serve=report_on_itself)
+               for _ in range(2)]
+    for k, worker in enumerate(workers):
+        worker.assign(f"student{k}")
+    answers = {answer["student"]: answer for answer in (events.get(timeout=30)[1] for _ in workers)}
+    for worker in workers:
+        worker.close()
+        assert events.get(timeout=30)[1] is None, "closing its requests ends the worker"
+    for answer in answers.values():
+        assert answer["own_session"] and answer["memory"] == 1234 * 1024 * 1024 and answer["threads"] == "1"
+        assert answer["descriptors"][:5] == [0, 1, 2, 3, 4] and len(answer["descriptors"]) == 6, "and the listing's own"
