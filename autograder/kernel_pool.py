@@ -178,7 +178,9 @@ class ZygotePool:
     def _idle(self, env: dict[str, str]) -> Zygote | None:
         key = tuple(sorted(env.items()))
         with self.lock:
-            self.zygotes = [z for z in self.zygotes if z.alive]
+            for lost in [z for z in self.zygotes if not z.alive]:
+                lost.close()  # its folder
+                self.zygotes.remove(lost)
             for zygote in self.zygotes:
                 if zygote.env == env and zygote.kernel is None:
                     zygote.kernel = ForkedKernel(zygote, -1)  # reserved until spawn replaces it

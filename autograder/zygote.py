@@ -26,8 +26,10 @@ on fd ``replies`` (both given on the command line, closed in every kernel).
 """
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import importlib
+import io
 import json
 import os
 import random
@@ -40,7 +42,8 @@ import traceback
 
 # What every kernel of the course imports and whose import depends on no IPython shell (the
 # course's own package and ipywidgets register themselves with the shell, so the kernel imports them).
-PRELOAD = ("torch", "numpy", "matplotlib", "matplotlib.pyplot", "IPython", "ipykernel.kernelapp", "ipykernel.ipkernel")
+PRELOAD = ("torch", "numpy", "matplotlib", "matplotlib.pyplot", "IPython", "ipykernel.kernelapp", "ipykernel.ipkernel",
+           "ipykernel.debugger")
 # ipykernel sets this before any user code runs; matplotlib reads it when it is imported.
 INLINE_BACKEND = "module://matplotlib_inline.backend_inline"
 TEMPORARY = ("/tmp", "/dev/shm")
@@ -197,22 +200,27 @@ def signal_group(pid: int, signum: int) -> None:
 
 # --- the zygote -----------------------------------------------------------------------------------
 
-def prepare(host_pid_namespace: str) -> None:
+def prepare(host_pid_namespace: str) -> dict[str, str]:
+    """Check the sandbox, lock the zygote down, preload; the environment variables the imports set
+    (each kernel gets them too, as its own imports would have set them)."""
     if os.readlink("/proc/self/ns/pid") == host_pid_namespace:
         raise SystemExit("zygote: not in a PID namespace of its own; refusing to start")  # kill(-1) would reach the host
     libc.prctl(PR_SET_DUMPABLE, 0)
     import resource
     resource.setrlimit(resource.RLIMIT_MSGQUEUE, (0, 0))
     os.environ.setdefault("MPLBACKEND", INLINE_BACKEND)
-    for module in PRELOAD:
-        importlib.import_module(module)
+    before = dict(os.environ)
+    with contextlib.redirect_stderr(io.StringIO()):  # the debugger's notes on frozen modules (a kernel shows them nowhere)
+        for module in PRELOAD:
+            importlib.import_module(module)
+    return {name: value for name, value in os.environ.items() if before.get(name) != value}
 
 
 class Zygote:
     """The sandbox's init (pid 1: its kernels cannot signal it) and the parent of one kernel at a time."""
 
-    def __init__(self, channels: tuple[int, int], submission: str):
-        self.channels, self.submission = channels, submission
+    def __init__(self, channels: tuple[int, int], submission: str, set_by_imports: dict[str, str]):
+        self.channels, self.submission, self.set_by_imports = channels, submission, set_by_imports
         self.writable = {folder: stat.S_IMODE(os.stat(folder).st_mode) for folder in (*TEMPORARY, submission)}
         self.kernel: int | None = None      # the running kernel
         self.ended: dict[int, int] = {}     # pid -> return code, of the kernels that have ended
@@ -224,18 +232,26 @@ class Zygote:
         if self.kernel in ended:
             self.ended[self.kernel] = ended[self.kernel]
 
+    def wait_for_end(self, pid: int) -> None:
+        deadline = time.monotonic() + SWEEP_SECONDS
+        while pid not in self.ended and time.monotonic() < deadline:
+            time.sleep(0.001)  # SIGCHLD interrupts it; the handler records the end
+
     def answer(self, request: dict) -> dict:
         op, pid = request["op"], request.get("pid")
         if op == "spawn":
             if self.kernel is not None or not self.clear:
                 raise Dirty("asked for a kernel before the last one was cleared away")
             signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGCHLD})  # its end must find self.kernel set
+            request = {**request, "env": {**request["env"], **self.set_by_imports}}
             self.kernel, self.clear = fork_kernel(request, self.channels, self.submission), False
             signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGCHLD})
             return {"pid": self.kernel}
         if op == "signal":
             if pid == self.kernel:
                 signal_group(pid, request["signum"])
+                if request["signum"] == signal.SIGKILL:  # answer once it is gone: the next poll finds it ended
+                    self.wait_for_end(pid)
             return {}
         if op == "clear":  # the grader has copied the submission folder back
             for folder, mode in self.writable.items():
@@ -255,8 +271,7 @@ class Zygote:
 
 def main(argv: list[str]) -> None:
     requests_fd, replies_fd, submission, host_pid_namespace = int(argv[0]), int(argv[1]), argv[2], argv[3]
-    prepare(host_pid_namespace)
-    zygote = Zygote((requests_fd, replies_fd), submission)
+    zygote = Zygote((requests_fd, replies_fd), submission, prepare(host_pid_namespace))
     requests, replies = os.fdopen(requests_fd, "r"), os.fdopen(replies_fd, "w")
     replies.write(json.dumps({"ready": sorted(PRELOAD)}) + "\n")
     replies.flush()

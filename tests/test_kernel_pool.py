@@ -165,6 +165,7 @@ def test_a_lost_zygote_is_replaced(tmp_path, fresh_pool):
     first.proc.wait()
     assert last_json(run(OBSERVE, tmp_path))["preloaded"]
     assert first not in fresh_pool.zygotes and fresh_pool.zygotes[0].alive
+    assert not os.path.exists(first.folder), "the lost zygote's copy of the submission is removed"
 
 
 @pytest.mark.slow
