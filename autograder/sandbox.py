@@ -126,8 +126,9 @@ def bwrap_argv(cmd: list[str], workdir: tuple[str, str], env: Mapping[str, str] 
     writable place (besides ``/tmp`` and ``/dev/shm``) and the path it has inside, its working
     directory; ``read_only``: files it may read (host path → path inside); ``init``: ``cmd`` is
     the sandbox's PID 1 (which no process of the sandbox can kill or stop) instead of bwrap's."""
-    args = [shutil.which("bwrap"), *(["--as-pid-1"] if init else []), "--die-with-parent", "--new-session", "--cap-drop", "ALL", "--unshare-pid",
-            "--unshare-ipc", "--unshare-uts", "--unshare-cgroup-try", *environment_args(env), *system_args()]
+    args = [shutil.which("bwrap"), *(["--as-pid-1"] if init else []), "--die-with-parent", "--new-session",
+            "--cap-drop", "ALL", "--unshare-pid", "--unshare-ipc", "--unshare-uts", "--unshare-cgroup-try",
+            *environment_args(env), *system_args()]
     for path in python_paths():
         args += ["--ro-bind", path, path]
     args += font_cache_args()

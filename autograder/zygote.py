@@ -33,6 +33,7 @@ import io
 import json
 import os
 import random
+import resource
 import shutil
 import signal
 import stat
@@ -111,30 +112,62 @@ def mount_points() -> set[str]:
 
 
 def empty(folder: str, mode: int) -> None:
-    """Remove everything in ``folder`` but the read-only files bound into it (and their parents);
-    give ``folder`` back its ``mode``. A kernel may have taken the permissions off its own files."""
+    """Remove everything in ``folder`` but what is bound into it read-only (the Python installation
+    or the font list may lie under ``/tmp``) and the folders on the way to it; give ``folder`` back
+    its ``mode``."""
     mounts = mount_points()
-
-    def bound(path: str) -> bool:  # a read-only file bound in, or a folder on the way to one
-        return path in mounts or any(m.startswith(path + "/") for m in mounts)
-
     os.chmod(folder, stat.S_IRWXU)
-    for root, dirs, _ in os.walk(folder):  # top-down: each folder is opened up before it is listed
-        for name in dirs:
-            if not bound(path := os.path.join(root, name)) and not os.path.islink(path):
-                os.chmod(path, stat.S_IRWXU)
-    for root, dirs, files in os.walk(folder, topdown=False):
+    for root, dirs, files in os.walk(folder):
         for name in files + dirs:
             path = os.path.join(root, name)
-            if bound(path):
-                continue
-            if name in dirs and not os.path.islink(path):
-                shutil.rmtree(path)
-            else:
-                os.remove(path)
+            if path not in mounts and not any(m.startswith(path + "/") for m in mounts):
+                remove(path)
+        dirs[:] = [d for d in dirs if any(m.startswith(os.path.join(root, d) + "/") for m in mounts)]
     os.chmod(folder, mode)
-    if any(not bound(os.path.join(r, n)) for r, ds, fs in os.walk(folder) for n in ds + fs):
-        raise Dirty(f"{folder} is not empty")
+    for root, dirs, files in os.walk(folder):
+        for name in files + dirs:
+            path = os.path.join(root, name)
+            if path not in mounts and not any(m.startswith(path + "/") for m in mounts):
+                raise Dirty(f"{path} survives")
+        dirs[:] = [d for d in dirs if os.path.join(root, d) not in mounts]
+
+
+def snapshot(folder: str) -> list[tuple[str, bytes | None, int]]:
+    """What is in ``folder`` apart from what is bound in read-only: (path, content or None for a
+    folder, mode), parents first. The zygote's own imports leave a little (matplotlib makes its
+    configuration folder), and a fresh kernel would find it: every kernel gets it back."""
+    mounts, found = mount_points(), []
+    for root, dirs, files in os.walk(folder):
+        for name in dirs + files:
+            path = os.path.join(root, name)
+            if path not in mounts:
+                content = None if name in dirs else open(path, "rb").read()
+                found.append((path, content, stat.S_IMODE(os.lstat(path).st_mode)))
+        dirs[:] = [d for d in dirs if os.path.join(root, d) not in mounts]
+    return found
+
+
+def restore(saved: list[tuple[str, bytes | None, int]]) -> None:
+    for path, content, mode in saved:
+        if content is None:
+            os.makedirs(path, exist_ok=True)
+        else:
+            with open(path, "wb") as f:
+                f.write(content)
+        os.chmod(path, mode)
+
+
+def remove(path: str) -> None:
+    """A file, link or folder (a kernel may have taken the permissions off its own folders)."""
+    if os.path.islink(path) or not os.path.isdir(path):
+        os.remove(path)
+        return
+    os.chmod(path, stat.S_IRWXU)
+    for root, dirs, _ in os.walk(path):  # top-down: each folder is opened up before it is listed
+        for name in dirs:
+            if not os.path.islink(inner := os.path.join(root, name)):
+                os.chmod(inner, stat.S_IRWXU)
+    shutil.rmtree(path)
 
 
 # --- a kernel -------------------------------------------------------------------------------------
@@ -203,14 +236,13 @@ def signal_group(pid: int, signum: int) -> None:
 def prepare(host_pid_namespace: str) -> dict[str, str]:
     """Check the sandbox, lock the zygote down, preload; the environment variables the imports set
     (each kernel gets them too, as its own imports would have set them)."""
-    if os.readlink("/proc/self/ns/pid") == host_pid_namespace:
-        raise SystemExit("zygote: not in a PID namespace of its own; refusing to start")  # kill(-1) would reach the host
+    if os.readlink("/proc/self/ns/pid") == host_pid_namespace:  # kill(-1) would reach the host's processes
+        raise SystemExit("zygote: not in a PID namespace of its own; refusing to start")
     libc.prctl(PR_SET_DUMPABLE, 0)
-    import resource
     resource.setrlimit(resource.RLIMIT_MSGQUEUE, (0, 0))
     os.environ.setdefault("MPLBACKEND", INLINE_BACKEND)
     before = dict(os.environ)
-    with contextlib.redirect_stderr(io.StringIO()):  # the debugger's notes on frozen modules (a kernel shows them nowhere)
+    with contextlib.redirect_stderr(io.StringIO()):  # the debugger's notes on frozen modules (a kernel hides them)
         for module in PRELOAD:
             importlib.import_module(module)
     return {name: value for name, value in os.environ.items() if before.get(name) != value}
@@ -222,6 +254,7 @@ class Zygote:
     def __init__(self, channels: tuple[int, int], submission: str, set_by_imports: dict[str, str]):
         self.channels, self.submission, self.set_by_imports = channels, submission, set_by_imports
         self.writable = {folder: stat.S_IMODE(os.stat(folder).st_mode) for folder in (*TEMPORARY, submission)}
+        self.as_started = [entry for folder in TEMPORARY for entry in snapshot(folder)]
         self.kernel: int | None = None      # the running kernel
         self.ended: dict[int, int] = {}     # pid -> return code, of the kernels that have ended
         self.clear = True                   # nothing of an ended kernel is left
@@ -256,6 +289,7 @@ class Zygote:
         if op == "clear":  # the grader has copied the submission folder back
             for folder, mode in self.writable.items():
                 empty(folder, mode)
+            restore(self.as_started)
             self.clear = True
             return {}
         if pid == self.kernel and pid in self.ended:  # op == "poll": it ended; so does everything it started
