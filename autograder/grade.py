@@ -346,6 +346,11 @@ def main(argv: list[str] | None = None) -> int:
     app = course_app()
     warn_if_unsealed(app.config)
     coursedir = app.coursedir
+    released = released_notebook(coursedir, args.section)
+    if not released.exists():  # it stands in for unreadable submissions, and the integrity scan reads it
+        print(f"找不到 {args.section} 的发布版 notebook（{released}）：先运行 "
+              f"nbgrader generate_assignment {args.section}。", file=sys.stderr)
+        return 1
     students = args.students.split(",") if args.students else students_of(coursedir, args.section)
     if not students:
         print(f"{coursedir.submitted_directory}/ 里没有 {args.section} 的提交。", file=sys.stderr)

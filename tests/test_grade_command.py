@@ -138,6 +138,15 @@ def test_paths_come_from_the_course_directory_not_constants(tmp_path):
     assert json.loads(notebook.read_text(encoding="utf-8"))["cells"][1:] == json.loads(released)["cells"]
 
 
+def test_a_missing_release_is_named_before_anything_is_graded(tmp_path, monkeypatch, capsys):
+    coursedir, _ = make_course(tmp_path, released_text())
+    shutil.rmtree(grade.released_notebook(coursedir, SECTION).parent)
+    monkeypatch.setattr(grade, "Worker", None)  # no worker may start
+    monkeypatch.setattr(grade, "course_app", lambda: app_of(coursedir))
+    assert grade.main([SECTION, "--jobs", "1"]) == 1
+    assert f"nbgrader generate_assignment {SECTION}" in capsys.readouterr().err
+
+
 def test_exit_status_is_1_when_a_submission_could_not_be_graded(tmp_path, monkeypatch, capsys):
     coursedir, _ = make_course(tmp_path, released_text())
     FakeWorker.script = [{"ok": False, "detail": f"boom {i}"} for i in range(3)]
