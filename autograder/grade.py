@@ -23,6 +23,7 @@ nbgrader's CourseDirectory (run from the course root, as nbgrader itself). The e
 from __future__ import annotations
 
 import argparse
+import contextlib
 import copy
 import json
 import os
@@ -193,44 +194,45 @@ class Worker:
     """A grading process, fed one student at a time; its answers arrive on ``events``.
 
     It is a fork of this process, which has imported nbgrader and read the course's configuration
-    already (about 1.3 s that each worker would otherwise spend again), in a session of its own,
-    so a kill reaches nothing else; its kernels die with it (bwrap --die-with-parent). It talks
-    to us on two pipes only: every other descriptor is closed, so no worker holds another's pipes
-    and the kernels' output never mixes with the answers.
+    already (about 1 s that each worker would otherwise spend again), in a session of its own, so a
+    kill reaches nothing else; its kernels die with it (bwrap --die-with-parent). It closes our
+    ends of every worker's pipes (so each worker sees the end of its own requests) and puts its
+    standard streams on /dev/null: the kernels' raw output never mixes with the answers.
     """
 
-    REQUESTS, ANSWERS = 3, 4   # the worker's descriptors for its two pipes
+    main_ends: set[int] = set()   # this process's ends of the pipes of every worker alive
 
     def __init__(self, app, section: str, limits: Limits, events: queue.Queue, serve=serve_students):
         (requests_r, requests_w), (answers_r, answers_w) = os.pipe(), os.pipe()
         self.pid = os.fork()
         if self.pid == 0:
+            for fd in (*Worker.main_ends, requests_w, answers_r):
+                with contextlib.suppress(OSError):  # a reader thread may have just closed its end
+                    os.close(fd)
             self._become_worker(requests_r, answers_w, lambda requests, answers:
                                 serve(app, section, limits, requests, answers), child_env(limits.jobs),
                                 limits.memory_mb)
         os.close(requests_r)
         os.close(answers_w)
+        Worker.main_ends |= {requests_w, answers_r}
         self.requests = os.fdopen(requests_w, "w")
         self.student: str | None = None
         self.since = 0.0
         self.killed_for = ""
         threading.Thread(target=self._read, args=(os.fdopen(answers_r), events), daemon=True).start()
 
-    @classmethod
-    def _become_worker(cls, requests_fd: int, answers_fd: int, serve, env: dict[str, str], memory_mb: int) -> None:
+    @staticmethod
+    def _become_worker(requests_fd: int, answers_fd: int, serve, env: dict[str, str], memory_mb: int) -> None:
         status = 1
         try:
             os.setsid()
             limit_memory(memory_mb)
-            os.dup2(requests_fd, cls.REQUESTS)
-            os.dup2(answers_fd, cls.ANSWERS)
             devnull = os.open(os.devnull, os.O_RDWR)
             for fd in (0, 1, 2):  # nbgrader's log and the kernels' raw output go nowhere, as before
                 os.dup2(devnull, fd)
-            os.closerange(cls.ANSWERS + 1, os.sysconf("SC_OPEN_MAX"))
             os.environ.clear()
             os.environ.update(env)
-            with os.fdopen(cls.REQUESTS, "r") as requests, os.fdopen(cls.ANSWERS, "w") as answers:
+            with os.fdopen(requests_fd, "r") as requests, os.fdopen(answers_fd, "w") as answers:
                 serve(requests, answers)
             status = 0
         finally:
@@ -238,9 +240,11 @@ class Worker:
             os._exit(status)
 
     def _read(self, answers, events: queue.Queue) -> None:
-        for line in answers:
-            if line.startswith("@@"):
-                events.put((self, json.loads(line[2:])))
+        with answers:
+            for line in answers:
+                if line.startswith("@@"):
+                    events.put((self, json.loads(line[2:])))
+            Worker.main_ends.discard(answers.fileno())
         events.put((self, None))  # the process ended
 
     def assign(self, student: str) -> None:
@@ -253,8 +257,14 @@ class Worker:
             self.killed_for = f"超过 {wall_seconds} 秒，已终止"
             os.killpg(self.pid, signal.SIGKILL)
 
+    def stop(self) -> None:
+        """No more students: the worker ends once it has answered the last one."""
+        if not self.requests.closed:
+            Worker.main_ends.discard(self.requests.fileno())
+            self.requests.close()
+
     def close(self) -> None:
-        self.requests.close()
+        self.stop()
         os.waitpid(self.pid, 0)
 
 

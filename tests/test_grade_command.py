@@ -1,6 +1,7 @@
 """Unit tests of autograder/grade.py that need no nbgrader run."""
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import queue
@@ -156,28 +157,47 @@ def test_exit_status_is_1_when_a_submission_could_not_be_graded(tmp_path, monkey
     assert "未能批改 alice：boom 2" in capsys.readouterr().err
 
 
+def open_descriptors() -> list[str]:
+    """What this process's descriptors point to, in order (the listing's own one is gone by then)."""
+    targets = []
+    for fd in sorted(os.listdir("/proc/self/fd"), key=int):
+        with contextlib.suppress(FileNotFoundError):
+            targets.append(os.readlink(f"/proc/self/fd/{fd}"))
+    return targets
+
+
 def report_on_itself(app, section, limits, requests, answers):  # noqa: ARG001  (serve_students' signature)
     """A worker's ``serve`` that answers each request with what it is like."""
     for line in requests:
         answers.write("@@" + json.dumps({"student": line.strip(), "own_session": os.getsid(0) == os.getpid(),
                                          "memory": resource.getrlimit(resource.RLIMIT_AS)[0],
-                                         "descriptors": sorted(int(fd) for fd in os.listdir("/proc/self/fd")),
+                                         "descriptors": open_descriptors(),
                                          "threads": os.environ.get("OMP_NUM_THREADS")}) + "\n")
         answers.flush()
 
 
 def test_workers_are_forks_in_their_own_session_that_set_their_limits_themselves():
-    """No preexec_fn: the fork sets its session, memory limit and environment itself, and keeps
-    only its two pipes (no worker holds another's, so each sees the end of its own)."""
-    events = queue.Queue()
-    workers = [grade.Worker(None, SECTION, grade.Limits(jobs=2, memory_mb=1234), events, serve=report_on_itself)
-               for _ in range(2)]
+    """No preexec_fn: the fork sets its session, memory limit and environment itself, and holds
+    none of our ends of the workers' pipes (so each sees the end of its own requests)."""
+    events, workers, pipes = queue.Queue(), [], []
+    for _ in range(2):
+        before = set(grade.Worker.main_ends)
+        workers.append(grade.Worker(None, SECTION, grade.Limits(jobs=2, memory_mb=1234), events, serve=report_on_itself))
+        pipes.append({f"pipe:[{os.fstat(fd).st_ino}]" for fd in grade.Worker.main_ends - before})
     for k, worker in enumerate(workers):
         worker.assign(f"student{k}")
     answers = {answer["student"]: answer for answer in (events.get(timeout=30)[1] for _ in workers)}
-    for worker in workers:
-        worker.close()
-        assert events.get(timeout=30)[1] is None, "closing its requests ends the worker"
+    first, second = workers
+    first.stop()
+    try:
+        ended = events.get(timeout=30)
+    except queue.Empty:
+        ended = None
+    second.close()  # the first ends by now in any case
+    first.close()
+    assert ended == (first, None), "closing its requests ends the first worker while the second still runs"
     for answer in answers.values():
         assert answer["own_session"] and answer["memory"] == 1234 * 1024 * 1024 and answer["threads"] == "1"
-        assert answer["descriptors"][:5] == [0, 1, 2, 3, 4] and len(answer["descriptors"]) == 6, "and the listing's own"
+        assert answer["descriptors"][:3] == ["/dev/null"] * 3
+    assert not pipes[0] & set(answers["student1"]["descriptors"]), "the second worker holds none of the first's pipes"
+    assert pipes[1] & set(answers["student1"]["descriptors"]), "(its own, it does)"
