@@ -9,10 +9,12 @@ Between two kernels nothing of the first survives: when a kernel has exited, the
 every other process of its sandbox (``kill(-1)`` in its own PID namespace reaches all of them at
 once, so nothing can fork away from it) and removes the System V IPC objects; once the grader
 has copied the submission folder back, it empties the only writable places (``/tmp``,
-``/dev/shm``, the submission folder) and checks that they are empty.
-POSIX message queues cannot be created at all (RLIMIT_MSGQUEUE = 0). If anything survives, the
-zygote exits and the pool starts a new sandbox. The zygote itself cannot be read or traced by
-its kernels (not dumpable). It runs with the standard library only until it preloads.
+``/dev/shm``, the submission folder), checks that they are empty and puts back the little its own
+start left there (matplotlib's configuration folder), so every kernel finds what a fresh one
+would. POSIX message queues cannot be created at all (RLIMIT_MSGQUEUE = 0). If anything
+survives, the zygote exits and the pool starts a new sandbox. The zygote is the sandbox's init
+(its kernels cannot kill or stop it) and not dumpable (they cannot read or trace it). It runs
+with the standard library only until it preloads.
 
 Protocol: one JSON object per line; the zygote reads requests on fd ``requests`` and answers
 on fd ``replies`` (both given on the command line, closed in every kernel).
@@ -51,7 +53,7 @@ TEMPORARY = ("/tmp", "/dev/shm")
 SYSV_IPC = {"shm": "shmctl", "msg": "msgctl", "sem": "semctl"}
 PR_SET_DUMPABLE = 4
 IPC_RMID = 0
-SWEEP_SECONDS = 5
+SWEEP_SECONDS = 5   # how long killed processes may take to be gone
 
 libc = ctypes.CDLL(None, use_errno=True)
 
@@ -141,10 +143,15 @@ def snapshot(folder: str) -> list[tuple[str, bytes | None, int]]:
         for name in dirs + files:
             path = os.path.join(root, name)
             if path not in mounts:
-                content = None if name in dirs else open(path, "rb").read()
+                content = None if name in dirs else read_bytes(path)
                 found.append((path, content, stat.S_IMODE(os.lstat(path).st_mode)))
         dirs[:] = [d for d in dirs if os.path.join(root, d) not in mounts]
     return found
+
+
+def read_bytes(path: str) -> bytes:
+    with open(path, "rb") as f:
+        return f.read()
 
 
 def restore(saved: list[tuple[str, bytes | None, int]]) -> None:
