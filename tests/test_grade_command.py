@@ -179,10 +179,10 @@ def report_on_itself(app, section, limits, requests, answers):  # noqa: ARG001  
 def test_workers_are_forks_in_their_own_session_that_set_their_limits_themselves():
     """No preexec_fn: the fork sets its session, memory limit and environment itself, and holds
     none of our ends of the workers' pipes (so each sees the end of its own requests)."""
-    events, workers, pipes = queue.Queue(), [], []
+    events, workers, pipes, limits = queue.Queue(), [], [], grade.Limits(jobs=2, memory_mb=1234)
     for _ in range(2):
         before = set(grade.Worker.main_ends)
-        workers.append(grade.Worker(None, SECTION, grade.Limits(jobs=2, memory_mb=1234), events, serve=report_on_itself))
+        workers.append(grade.Worker(None, SECTION, limits, events, serve=report_on_itself))
         pipes.append({f"pipe:[{os.fstat(fd).st_ino}]" for fd in grade.Worker.main_ends - before})
     for k, worker in enumerate(workers):
         worker.assign(f"student{k}")
