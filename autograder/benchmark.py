@@ -6,7 +6,7 @@
 * grading throughput: stock sequential ``nbgrader autograde`` against
   ``python -m autograder.grade`` on the same finished submissions of two sections (and the
   latter with every kernel started on its own, ``fork_kernels = False``, and with the figures
-  rendered, ``draw_figures = True``);
+  rendered, ``draw_figures = True``), and ``autograder.grade`` on a whole class (``--class-size``);
 * the floor of one submission: start a kernel and ``import torch``.
 
     python -m autograder.benchmark                       # everything (a few minutes)
@@ -120,10 +120,10 @@ GRADING_VARIANTS = {"": "",
                     "，渲染演示图": "c.ResilientExecute.draw_figures = True\n"}
 
 
-def grading_rows(sections: list[str], students: int, jobs: int) -> list[Row]:
+def grading_rows(sections: list[str], students: int, jobs: int, class_size: int) -> list[Row]:
     """Submissions per minute for each section: stock sequential nbgrader vs autograder.grade, the
-    latter also with kernels started one by one (``fork_kernels = False``) and with the figures
-    rendered (``draw_figures = True``)."""
+    latter also with kernels started one by one (``fork_kernels = False``), with the figures
+    rendered (``draw_figures = True``), and for a whole class (start-up shared by more students)."""
     rows = []
     parallel_cmd = [sys.executable, "-m", "autograder.grade", "--jobs", str(jobs)]
     with tempfile.TemporaryDirectory() as tmp:
@@ -143,6 +143,11 @@ def grading_rows(sections: list[str], students: int, jobs: int) -> list[Row]:
                 speedup = "" if name else f"（{t_seq / t_par:.2f}×）"
                 rows.append(Row(f"{section}：autograder.grade --jobs {jobs}{name}",
                                 f"{60 * students / t_par:.1f} 份/分钟{speedup}"))
+            whole_class = Path(tmp) / section / "class"
+            make_course(whole_class, [section], class_size)
+            t_class = timed([*parallel_cmd, section], whole_class, jobs)
+            rows.append(Row(f"{section}：autograder.grade --jobs {jobs}，{class_size} 份",
+                            f"{60 * class_size / t_class:.1f} 份/分钟"))
     return rows
 
 
@@ -172,6 +177,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--parts", nargs="+", choices=PARTS, default=list(PARTS))
     parser.add_argument("--sections", nargs="+", default=GRADED_SECTIONS, help="sections whose grading is timed")
     parser.add_argument("--students", type=int, default=12)
+    parser.add_argument("--class-size", type=int, default=40, help="students of the whole-class grading run")
     parser.add_argument("--jobs", type=int, default=os.cpu_count() or 1)
     args = parser.parse_args(argv)
     rows: list[Row] = []
@@ -180,7 +186,7 @@ def main(argv: list[str] | None = None) -> int:
     if "checks" in args.parts:
         rows += check_rows()
     if "grading" in args.parts:
-        rows += grading_rows(args.sections, args.students, args.jobs)
+        rows += grading_rows(args.sections, args.students, args.jobs, args.class_size)
     if "floor" in args.parts:
         rows.append(Row("下限：启动内核 + import torch", f"{floor_seconds():.2f} 秒/份"))
     print(table(rows))
