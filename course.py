@@ -81,8 +81,8 @@ def lab(args: list[str]) -> None:
 def test(args: list[str]) -> None:
     python = setup()
     # worksteal: a worker that runs out of tests takes some from a busy one (notebook and grading
-    # tests take minutes; most take milliseconds)
-    run(python, "-m", "pytest", "-n", "auto", "--dist", "worksteal", *args)
+    # tests take minutes; most take milliseconds); the ten slowest are listed at the end
+    run(python, "-m", "pytest", "-n", "auto", "--dist", "worksteal", "--durations=10", *args)
 
 
 def build(args: list[str]) -> None:
