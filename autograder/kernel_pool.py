@@ -51,7 +51,7 @@ class Zygote:
     def __init__(self, env: dict[str, str]):
         self.env = env
         self.folder = tempfile.mkdtemp(prefix="grading-submission-")
-        self.kernel: ForkedKernel | None = None
+        self.busy = False   # handed out for a kernel that has not been cleared away yet
         self.cwd = ""   # the folder of the notebook whose kernel runs
         self.lock = threading.Lock()
         (ask_r, ask_w), (answer_r, answer_w) = os.pipe(), os.pipe()
@@ -94,15 +94,14 @@ class Zygote:
         self.cwd = cwd
         shutil.copytree(cwd, self.folder, symlinks=True, dirs_exist_ok=True)
         pid = self.ask(op="spawn", connection=dict(connection), env=env)["pid"]
-        self.kernel = ForkedKernel(self, pid)
-        return self.kernel
+        return ForkedKernel(self, pid)
 
     def end_kernel(self) -> None:
         """The kernel and all it started have ended: what it wrote goes back to the notebook's folder
         (as if it had worked there), then the sandbox is cleared for the next one."""
         copy_back(self.folder, self.cwd)
         self.ask(op="clear")
-        self.kernel = None
+        self.busy = False
 
     def close(self) -> None:
         if self.alive:
@@ -171,7 +170,7 @@ class ZygotePool:
             except ZygoteLost as lost:
                 log.warning("%s: starting a new one", lost)
             except BaseException:
-                zygote.kernel = None
+                zygote.busy = False
                 raise
         return None
 
@@ -182,8 +181,8 @@ class ZygotePool:
                 lost.close()  # its folder
                 self.zygotes.remove(lost)
             for zygote in self.zygotes:
-                if zygote.env == env and zygote.kernel is None:
-                    zygote.kernel = ForkedKernel(zygote, -1)  # reserved until spawn replaces it
+                if zygote.env == env and not zygote.busy:
+                    zygote.busy = True
                     return zygote
             if key in self.broken:
                 return None
@@ -193,7 +192,7 @@ class ZygotePool:
                 log.warning("no kernel zygote (%s): kernels start one by one in bwrap", err)
                 self.broken.add(key)
                 return None
-            zygote.kernel = ForkedKernel(zygote, -1)
+            zygote.busy = True
             self.zygotes.append(zygote)
             return zygote
 
