@@ -38,9 +38,10 @@ def configure(c, course_root: str | None = None) -> None:
     # Between two kernels the zygote clears its sandbox (autograder/zygote.py). False starts every
     # kernel on its own in bwrap.
     c.ResilientExecute.fork_kernels = True
-    # Figures are built but not rendered at grading time (utils/grading_backend.py): the course's
-    # demos draw them the same for every student, and rendering them is about 30 % of grading a
-    # figure-heavy section. True puts them back into the feedback.
+    # Figures are not rendered at grading time (utils/grading_backend.py), and the course's demo
+    # figures not even built (@demo_figure, utils/plotting.py): they say nothing about the student,
+    # and building and rendering them was more than half of grading a figure-heavy section (README's
+    # benchmark). True builds and renders them and puts them back into the feedback.
     c.ResilientExecute.draw_figures = False
     # Execution that survives a killed or hung kernel, then the integrity scan (see
     # autograder/preprocessors.py); otherwise nbgrader's own autograde pipeline.

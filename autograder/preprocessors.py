@@ -3,7 +3,7 @@
 * :class:`DeduplicateGradeIds` — nbgrader's ``DeduplicateIds`` without its crash on a
   duplicated cell.
 * :class:`ResilientExecute` — nbgrader's ``Execute`` in a sandbox (autograder/sandbox.py),
-  with figures built but not rendered (utils/grading_backend.py), except that a cell which
+  with figures not rendered (utils/grading_backend.py), except that a cell which
   kills the kernel (``os._exit``, ``exit()``, a crash) or hangs it past the timeout (twice: a
   timed-out cell is retried once in a fresh kernel; a kernel that ignores the interrupt is
   killed) no longer fails the whole submission: the cell gets a Chinese error, a fresh kernel

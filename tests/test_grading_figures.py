@@ -1,19 +1,30 @@
-"""At grading time figures are built but not rendered (utils/grading_backend.py), unless the
-instructor asks for them (``c.ResilientExecute.draw_figures = True``); in the sandbox as out of it."""
+"""At grading time figures are built but not rendered (utils/grading_backend.py), and the course's
+demo figures are not even built (``utils.plotting.demo_figure``), unless the instructor asks for them
+(``c.ResilientExecute.draw_figures = True``); in the sandbox as out of it."""
 from __future__ import annotations
 
+import ast
+from pathlib import Path
+
+import matplotlib
 import nbformat
 import pytest
+import torch
 
 from autograder import sandbox
-from autograder.preprocessors import ResilientExecute
+from autograder.preprocessors import HEADLESS_FIGURES, ResilientExecute
+from utils import plotting
+from utils.demos import s03
 from utils.grading_backend import NOTE
+
+ROOT = Path(__file__).resolve().parents[1]
 
 DRAWING_CELLS = [
     "import matplotlib.pyplot as plt\nfrom IPython.display import display\nplt.plot([1, 2])\nplt.show()",
     "fig, ax = plt.subplots()\nax.plot([3, 1])\ndisplay(fig)",      # explore() displays its figure
     "fig, ax = plt.subplots()\nax.plot([3, 1])",                   # drawn at the end of the cell
     "print('open figures:', len(plt.get_fignums()))",
+    "import torch\nfrom utils.demos import s03\nprint('axes:', len(s03.draw_weights(torch.eye(3), 'demo').axes))",
 ]
 SANDBOXES = [False, pytest.param(True, marks=pytest.mark.skipif(
     sandbox.unavailable_reason() is not None, reason=f"no sandbox here: {sandbox.unavailable_reason()}"))]
@@ -37,9 +48,41 @@ def test_grading_builds_figures_without_rendering_them(tmp_path, sealed):
     assert [out["data"]["text/plain"] for out in outputs[1]] == [NOTE], "display(fig) shows the note"
     assert not [out for out in outputs[0] if out["output_type"] == "stream"], "plt.show() warns about nothing"
     assert outputs[3][0]["text"] == "open figures: 0\n", "every cell's figures are closed after it"
+    assert outputs[4][0]["text"] == "axes: 0\n", "a demo figure is not built at grading time"
 
 
 @pytest.mark.slow
 @pytest.mark.parametrize("sealed", SANDBOXES)
 def test_the_instructor_can_keep_the_figures(tmp_path, sealed):
-    assert images(graded_outputs(tmp_path, sandbox=sealed, draw_figures=True)) == 4
+    outputs = graded_outputs(tmp_path, sandbox=sealed, draw_figures=True)
+    assert images(outputs) == 5
+    assert outputs[4][0]["text"] == "axes: 2\n", "the demo figure (heatmap and colour bar) is built"
+
+
+def test_a_demo_figure_is_drawn_except_at_grading(monkeypatch):
+    drawn = s03.draw_weights(torch.eye(3), "demo")
+    assert len(drawn.axes) == 2
+    monkeypatch.setitem(matplotlib.rcParams, "backend", HEADLESS_FIGURES)
+    assert plotting.GRADING_BACKEND == HEADLESS_FIGURES
+    skipped = s03.draw_weights("not even a tensor", "demo")  # the drawing code does not run at all
+    assert isinstance(skipped, matplotlib.figure.Figure) and not skipped.axes
+
+
+def builds_and_returns_its_own_figure(function: ast.FunctionDef) -> bool:
+    """Makes a figure (plt.subplots / plt.figure / heatmaps) and returns it; draws into no given ``ax``."""
+    calls = {ast.unparse(node.func) for node in ast.walk(function) if isinstance(node, ast.Call)}
+    returns = {ast.unparse(node.value) for node in ast.walk(function) if isinstance(node, ast.Return) and node.value}
+    parameters = {a.arg for a in function.args.args + function.args.kwonlyargs}
+    return bool(calls & {"plt.subplots", "plt.figure", "heatmaps"}) and returns == {"fig"} and "ax" not in parameters
+
+
+def test_every_demo_that_builds_a_figure_skips_it_at_grading():
+    """A new demo without ``@demo_figure`` would be built for every graded submission."""
+    undecorated = []
+    for path in [*sorted((ROOT / "utils" / "demos").glob("*.py")), ROOT / "utils" / "plotting.py"]:
+        for node in ast.parse(path.read_text(encoding="utf-8")).body:
+            if isinstance(node, ast.FunctionDef) and not node.name.startswith("_") \
+                    and builds_and_returns_its_own_figure(node) \
+                    and "demo_figure" not in {ast.unparse(d) for d in node.decorator_list}:
+                undecorated.append(f"{path.name}:{node.name}")
+    assert not undecorated, f"decorate these with @demo_figure (utils/plotting.py): {undecorated}"

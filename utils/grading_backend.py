@@ -7,6 +7,8 @@ grading a figure-heavy section. ``ResilientExecute`` (autograder/preprocessors.p
 kernels with ``MPLBACKEND=module://utils.grading_backend`` unless the instructor sets
 ``c.ResilientExecute.draw_figures = True``. Every cell still runs; ``plt.show()`` and the end of
 each cell close the open figures, and ``display(fig)`` shows a one-line note instead of an image.
+The course's demo functions (``@demo_figure``, utils/plotting.py) do not even build their figures
+under this backend: they return an empty one.
 """
 from __future__ import annotations
 

@@ -3,13 +3,18 @@ section uses (heatmaps of attention weights, bars of a distribution).
 """
 from __future__ import annotations
 
-from collections.abc import Sequence
+import functools
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 import matplotlib
 import matplotlib.pyplot as plt
 import numpy as np
 from matplotlib import font_manager
+from matplotlib.figure import Figure
+
+# The backend grading kernels run with (utils/grading_backend.py), unless the instructor asks for figures.
+GRADING_BACKEND = "module://utils.grading_backend"
 
 # Families tried in order when the bundled font is missing (Windows, macOS, Linux).
 _SYSTEM_CJK = ["Noto Sans CJK SC", "Source Han Sans SC", "Microsoft YaHei", "SimHei",
@@ -41,6 +46,22 @@ def setup_chinese_font() -> str | None:
         matplotlib.rcParams["font.family"] = "sans-serif"
     matplotlib.rcParams["axes.unicode_minus"] = False  # ASCII minus: present in every font
     return family
+
+
+def demo_figure(draw: Callable[..., Figure]) -> Callable[..., Figure]:
+    """For a course function that only draws a figure from data it is given and returns it.
+
+    At grading time (the grading backend) nobody looks at the figure: an empty one is returned at
+    once, without drawing. Building the course's figures is the largest part of what a graded
+    submission costs in its kernel, and they say nothing about the student: the cell computed their
+    data (with the student's code, where it uses it) before calling the function.
+    """
+    @functools.wraps(draw)
+    def draw_unless_grading(*args, **kwargs) -> Figure:
+        if matplotlib.get_backend() == GRADING_BACKEND:
+            return plt.figure()
+        return draw(*args, **kwargs)
+    return draw_unless_grading
 
 
 def heatmap(ax, matrix, title: str = "", xlabel: str = "键位置 s", ylabel: str = "查询位置 t",
@@ -81,6 +102,7 @@ def heatmap(ax, matrix, title: str = "", xlabel: str = "键位置 s", ylabel: st
     return image
 
 
+@demo_figure
 def heatmaps(matrices: Sequence, titles: Sequence[str], suptitle: str = "", ncols: int | None = None,
              size: float = 3.2, **kwargs):
     """Several heatmaps side by side; returns the figure."""
@@ -123,3 +145,4 @@ def bars(ax, values, title: str = "", xlabel: str = "位置", ylabel: str = "概
     for x, value in zip(positions, v):
         ax.text(x, float(value), f"{float(value):.2f}", ha="center",
                 va="bottom" if value >= 0 else "top", fontsize=8)
+

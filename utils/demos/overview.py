@@ -13,12 +13,13 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 import torch  # noqa: E402
 
-from utils.plotting import heatmap, setup_chinese_font  # noqa: E402
+from utils.plotting import demo_figure, heatmap, setup_chinese_font  # noqa: E402
 from utils.reference import attention, causal_mask, dot_product_variance  # noqa: E402
 
 OUT = Path(__file__).resolve().parents[2] / "docs" / "images" / "overview.png"
 
 
+@demo_figure
 def draw() -> plt.Figure:
     setup_chinese_font()
     fig, axes = plt.subplots(1, 3, figsize=(13, 3.8))

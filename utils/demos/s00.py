@@ -8,7 +8,7 @@ from matplotlib.patches import FancyArrowPatch, Rectangle
 
 from utils.checks.s00 import head_shapes
 from utils.env import display_width
-from utils.plotting import bars
+from utils.plotting import bars, demo_figure
 
 # (name, symbolic shape, colour) of every tensor of one head, in the order they are computed.
 HEAD_TENSORS = (
@@ -54,6 +54,7 @@ def _draw_tensor(ax, rows: int, cols: int, depth: int, colour: str) -> None:
         ax.plot([0, cols], [-r, -r], color="black", linewidth=0.3, zorder=11)
 
 
+@demo_figure
 def draw_head_shapes(B: int = 2, T: int = 5, C: int = 8, D: int = 4):
     """Each tensor of one head as a grid of T rows × (last dim) columns, B layers deep.
 

@@ -12,7 +12,7 @@ import torch
 from matplotlib.patches import Rectangle
 
 from utils.env import display_width
-from utils.plotting import bars
+from utils.plotting import bars, demo_figure
 
 
 def _as_tensor(m) -> torch.Tensor:
@@ -98,6 +98,7 @@ def matrix_heatmap(ax, matrix, row_labels: Sequence[str] | None = None, col_labe
     return image
 
 
+@demo_figure
 def draw_query_row(scores, tokens: Sequence[str], t: int, title: str = ""):
     """Left: the whole [T, T] score table with row t framed. Right: row t as bars, its maximum in orange."""
     s = _as_tensor(scores)

@@ -12,7 +12,7 @@ from collections.abc import Callable, Sequence
 import matplotlib.pyplot as plt
 import torch
 
-from utils.plotting import bars, heatmap
+from utils.plotting import bars, demo_figure, heatmap
 
 SCALE_LABELS = {"none": "不缩放", "sqrt": "除以 √D", "D": "除以 D"}
 SCALE_COLORS = {"none": "#C44E52", "sqrt": "#4C72B0", "D": "#8172B2"}
@@ -30,6 +30,7 @@ def entropy(p: torch.Tensor, dim: int = -1) -> torch.Tensor:
 
 # --- 1. std of q·k vs D ---------------------------------------------------------------------
 
+@demo_figure
 def plot_std_vs_dim(dims: Sequence[int], std_raw: Sequence[float], std_sqrt: Sequence[float],
                     std_by_d: Sequence[float]):
     """Measured std of the scores vs D on log–log axes, with the √D reference line."""
@@ -53,6 +54,7 @@ def plot_std_vs_dim(dims: Sequence[int], std_raw: Sequence[float], std_sqrt: Seq
 
 # --- 4. saturated vs healthy softmax ----------------------------------------------------------
 
+@demo_figure
 def plot_three_ways(weights: dict[str, torch.Tensor], row: int = 0, D: int | None = None):
     """Top: one query row's weights as bars; bottom: the whole [T, T] weight table.
 
@@ -102,6 +104,7 @@ def gradient_collapse(softmax: Callable, softmax_jacobian: Callable, scales: Seq
     return out
 
 
+@demo_figure
 def plot_gradient_collapse(scales: Sequence[float], stats: dict[str, list[float]], n_keys: int,
                            marks: dict[str, float]):
     """Left: how peaked the softmax gets; right: how small its Jacobian / gradient gets."""

@@ -11,7 +11,7 @@ from collections.abc import Sequence
 import matplotlib.pyplot as plt
 import torch
 
-from utils.plotting import bars, heatmap
+from utils.plotting import bars, demo_figure, heatmap
 
 _COLORS = ["#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e377c2", "#7f7f7f"]
 
@@ -38,6 +38,7 @@ def masked_scores_heatmap(ax, masked, title: str = "掩码后的分数（灰色 
     return image
 
 
+@demo_figure
 def plot_walkthrough(masked, weights, suptitle: str = ""):
     """Masked scores | weights | row sums of the weights, for one sequence ([T, T] tensors)."""
     masked, weights = _t(masked), _t(weights)
@@ -53,6 +54,7 @@ def plot_walkthrough(masked, weights, suptitle: str = ""):
     return fig
 
 
+@demo_figure
 def plot_weighted_average(v, out, weights, title: str = "每个输出都是 value 的加权平均"):
     """2-D values v_s (dots) and outputs out_t (stars); a line from out_t to every v_s it uses."""
     v, out, weights = _t(v), _t(out), _t(weights)
@@ -80,6 +82,7 @@ def plot_weighted_average(v, out, weights, title: str = "每个输出都是 valu
     return fig
 
 
+@demo_figure
 def plot_healthy_vs_saturated(w_healthy, w_saturated, titles: Sequence[str]):
     """Two [T, T] weight heatmaps side by side, then the largest weight of every row for both."""
     w_healthy, w_saturated = _t(w_healthy), _t(w_saturated)
@@ -106,6 +109,7 @@ def plot_healthy_vs_saturated(w_healthy, w_saturated, titles: Sequence[str]):
     return fig
 
 
+@demo_figure
 def draw_weights(weights, title: str):
     """One weight heatmap sized to T (annotated while T <= 8), for the widget."""
     weights = _t(weights)
@@ -118,6 +122,7 @@ def draw_weights(weights, title: str):
     return fig
 
 
+@demo_figure
 def plot_future_perturbation(delta_causal, delta_full, t0: int):
     """Per-position output change after perturbing positions >= t0, with and without the mask."""
     delta_causal, delta_full = _t(delta_causal), _t(delta_full)
@@ -142,6 +147,7 @@ def plot_future_perturbation(delta_causal, delta_full, t0: int):
     return fig
 
 
+@demo_figure
 def plot_attribution(weights, contribution, ablation, labels: Sequence[str]):
     """Three views of how much each key s matters to one query: weight, ‖A v‖, ablation effect.
 

@@ -12,7 +12,7 @@ from collections.abc import Sequence
 import matplotlib.pyplot as plt
 import torch
 
-from utils.plotting import heatmap, heatmaps
+from utils.plotting import demo_figure, heatmap, heatmaps
 
 _COLORS = {"A": "#4C72B0", "B": "#C44E52", "C": "#8172B2"}
 
@@ -45,6 +45,7 @@ def counting_entropy(vocab: int, p_step: float) -> float:
     return -(p_next * math.log(p_next) + (vocab - 1) * p_other * math.log(p_other))
 
 
+@demo_figure
 def plot_leak_experiment(curves: dict[str, Sequence[float]], floor: float,
                          metrics: dict[str, dict[str, float]], chance: float, best_acc: float):
     """Left: training loss per step with the entropy floor; right: teacher-forced vs generation metrics.
@@ -85,6 +86,7 @@ def plot_leak_experiment(curves: dict[str, Sequence[float]], floor: float,
 
 # --- masks per batch item -----------------------------------------------------------------------
 
+@demo_figure
 def plot_mask_grid(masks: Sequence[torch.Tensor], titles: Sequence[str],
                    labels: Sequence[Sequence[str]] | None = None, suptitle: str = "", ncols: int | None = None):
     """Boolean [Tq, Tk] masks as heatmaps (dark = may attend), every cell labelled 1 or 0.
@@ -112,6 +114,7 @@ def plot_mask_grid(masks: Sequence[torch.Tensor], titles: Sequence[str],
 
 # --- fully masked rows --------------------------------------------------------------------------
 
+@demo_figure
 def plot_fully_masked(weights: Sequence[torch.Tensor], titles: Sequence[str], empty_rows: Sequence[int],
                       suptitle: str = ""):
     """[T, T] weight tables side by side; NaN cells grey ("nan"), fully masked rows' labels in red."""
@@ -132,6 +135,7 @@ def plot_fully_masked(weights: Sequence[torch.Tensor], titles: Sequence[str], em
 
 # --- low precision ------------------------------------------------------------------------------
 
+@demo_figure
 def plot_running_sums(sums: dict[str, torch.Tensor], title: str = ""):
     """Running sum of exp(scores - max) along one long row, one line per accumulator dtype."""
     styles = {"float32": ("black", "-"), "float16": ("#C44E52", "--"), "bfloat16": ("#8172B2", "-.")}
@@ -151,6 +155,7 @@ def plot_running_sums(sums: dict[str, torch.Tensor], title: str = ""):
 
 # --- widget -------------------------------------------------------------------------------------
 
+@demo_figure
 def draw_mask_and_weights(mask: torch.Tensor, weights: torch.Tensor, title: str,
                           labels: Sequence[str] | None = None):
     """The [T, T] boolean mask (left) and the attention weights it produces (right)."""

@@ -15,7 +15,7 @@ import torch
 from matplotlib.colors import ListedColormap
 from matplotlib.patches import Rectangle
 
-from utils.plotting import heatmap, log2_axes
+from utils.plotting import demo_figure, heatmap, log2_axes
 
 HEAD_COLORS = ["#4C72B0", "#DD8452", "#55A868", "#C44E52", "#8172B2", "#937860", "#DA8BC3", "#8C8C8C"]
 LINE_COLORS = {"循环版": "#C44E52", "向量化版": "#4C72B0", "SDPA": "#55A868"}
@@ -27,6 +27,7 @@ def _t(m) -> torch.Tensor:
 
 # --- 1. which head gets which channel ----------------------------------------------------------
 
+@demo_figure
 def plot_head_layouts(layouts: Mapping[str, torch.Tensor], T: int, C: int):
     """One panel per way of splitting: the [T, C] input grid, each cell coloured by the head it
     lands in and labelled with the row t' it lands on inside that head.
@@ -70,6 +71,7 @@ def plot_head_layouts(layouts: Mapping[str, torch.Tensor], T: int, C: int):
 
 # --- 2. timings ----------------------------------------------------------------------------------
 
+@demo_figure
 def plot_timings(Ts: Sequence[int], times: Mapping[str, Sequence[float]], title: str):
     """Left: median forward time (ms) vs T on log–log axes; right: the two speed ratios vs T."""
     Ts = list(Ts)
@@ -104,6 +106,7 @@ def _token_labels(tokens) -> list[str]:
     return [str(int(t)) for t in tokens]
 
 
+@demo_figure
 def plot_heads_grid(rows: Mapping[str, torch.Tensor], tokens, head_titles: Mapping[str, Sequence[str]],
                     suptitle: str):
     """One row of H weight heatmaps per model (e.g. before / after training), one sequence.
@@ -127,6 +130,7 @@ def plot_heads_grid(rows: Mapping[str, torch.Tensor], tokens, head_titles: Mappi
     return fig
 
 
+@demo_figure
 def draw_head(weights, tokens, title: str, marks=None, mark_label: str = ""):
     """One [T, T] weight heatmap with token values on the axes; optional dots on the cells of
     the bool [T, T] ``marks`` (e.g. where the running maximum sits)."""
@@ -146,6 +150,7 @@ def draw_head(weights, tokens, title: str, marks=None, mark_label: str = ""):
     return fig
 
 
+@demo_figure
 def plot_role_scores(scores: Mapping[str, torch.Tensor], role_names: Sequence[str]):
     """One [roles, H] matrix of role scores per trained model, side by side."""
     n = len(scores)
@@ -168,6 +173,7 @@ def plot_role_scores(scores: Mapping[str, torch.Tensor], role_names: Sequence[st
 
 # --- 4. memory of the [B, H, T, T] weights ------------------------------------------------------------
 
+@demo_figure
 def plot_weight_memory(Ts: Sequence[int], configs: Sequence[tuple[int, int, str]],
                        nbytes: Callable[[int, int, int], int],
                        references: Sequence[tuple[float, str]] = ()):

@@ -17,7 +17,7 @@ import numpy as np
 from matplotlib.patches import Rectangle
 from torch.profiler import ProfilerActivity, profile
 
-from utils.plotting import log2_axes
+from utils.plotting import demo_figure, log2_axes
 
 COLORS = {"朴素注意力": "#C44E52", "SDPA": "#55A868", "分块注意力": "#4C72B0"}
 MODEL_COLORS = ["#4C72B0", "#DD8452", "#55A868", "#C44E52", "#8172B2"]
@@ -112,6 +112,7 @@ def plot_loglog(Ts: Sequence[int], series: Mapping[str, Sequence[float]], slopes
 
 # --- where the FLOPs go ------------------------------------------------------------------------
 
+@demo_figure
 def plot_attention_share(Ts: Sequence[int], shares: Mapping[str, Sequence[float]], crossovers: Mapping[str, float]):
     """Attention's share of one block's FLOPs vs T per model, with the T where it reaches 50 %."""
     fig, ax = plt.subplots(figsize=(8.2, 4.6))
@@ -136,6 +137,7 @@ def plot_attention_share(Ts: Sequence[int], shares: Mapping[str, Sequence[float]
 
 # --- the tiling picture (widget) -----------------------------------------------------------------
 
+@demo_figure
 def draw_tiling(T: int, block_size: int, causal: bool, step: int):
     """The [T, T] score table split into key blocks of width ``block_size``.
 
@@ -178,6 +180,7 @@ def draw_tiling(T: int, block_size: int, causal: bool, step: int):
 
 # --- activation checkpointing ----------------------------------------------------------------------
 
+@demo_figure
 def plot_checkpointing(results: Mapping[str, tuple[int, float]]):
     """Two bar charts: measured peak memory (MiB) and time (ms) of forward + backward."""
     fig, axes = plt.subplots(1, 2, figsize=(9.5, 3.6))

@@ -12,7 +12,7 @@ import matplotlib.pyplot as plt
 import numpy as np
 from matplotlib.patches import FancyBboxPatch
 
-from utils.plotting import heatmap, log2_axes
+from utils.plotting import demo_figure, heatmap, log2_axes
 
 GROUP_COLORS = ["#4C72B0", "#DD8452", "#55A868", "#C44E52", "#8172B2", "#937860", "#DA8BC3", "#8C8C8C",
                 "#CCB974", "#64B5CD"]
@@ -59,6 +59,7 @@ def draw_grouping(ax, n_head: int, n_kv_head: int, title: str = "") -> None:
                  fontsize=10)
 
 
+@demo_figure
 def plot_groupings(n_head: int, kv_heads: Sequence[int]):
     """One row per n_kv_head: the grouping picture."""
     fig, axes = plt.subplots(len(kv_heads), 1, figsize=(9.5, 1.55 * len(kv_heads) + 0.3), squeeze=False)
@@ -70,6 +71,7 @@ def plot_groupings(n_head: int, kv_heads: Sequence[int]):
 
 # --- 2. the mask of the new positions -------------------------------------------------------
 
+@demo_figure
 def plot_offset_masks(masks: Mapping[str, object], n_cached: int):
     """Boolean [T_new, S] masks side by side; columns left of the red line are cached positions."""
     fig, axes = plt.subplots(1, len(masks), figsize=(5.2 * len(masks), 3.2), squeeze=False)
@@ -89,6 +91,7 @@ def plot_offset_masks(masks: Mapping[str, object], n_cached: int):
 
 # --- 3. decode time -------------------------------------------------------------------------
 
+@demo_figure
 def plot_decode_times(lengths: Sequence[int], with_cache: Sequence[float], without: Sequence[float], title: str):
     """Left: total time to generate n tokens, with and without the cache (log–log); right: the ratio."""
     lengths = list(lengths)
@@ -141,6 +144,7 @@ def _size_axes(ax, contexts, curves: Mapping[str, Sequence[float]], batch: int, 
     ax.legend(fontsize=8, loc="lower right")
 
 
+@demo_figure
 def plot_cache_sizes(contexts: Sequence[int], curves_by_batch: Mapping[int, Mapping[str, Sequence[float]]],
                      suptitle: str, references=()):
     """One panel per batch size: KV-cache bytes vs context for each configuration, log–log."""
@@ -152,6 +156,7 @@ def plot_cache_sizes(contexts: Sequence[int], curves_by_batch: Mapping[int, Mapp
     return fig
 
 
+@demo_figure
 def draw_explorer(n_head: int, n_kv_head: int, context: int, batch: int, contexts: Sequence[int],
                   cache_bytes: Callable[[int, int, int], int], model: str, references=()):
     """The widget's figure: the grouping picture above, the cache-size curve below (with the chosen point)."""

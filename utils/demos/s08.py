@@ -11,7 +11,7 @@ from collections.abc import Mapping, Sequence
 import matplotlib.pyplot as plt
 import torch
 
-from utils.plotting import heatmap
+from utils.plotting import demo_figure, heatmap
 
 STYLE_COLORS = {"Pre-Norm（有残差）": "#4C72B0", "Post-Norm（有残差）": "#DD8452", "无残差（有归一化）": "#C44E52"}
 
@@ -20,6 +20,7 @@ def _t(m) -> torch.Tensor:
     return m.detach().float().cpu() if isinstance(m, torch.Tensor) else torch.as_tensor(m, dtype=torch.float32)
 
 
+@demo_figure
 def plot_dependency(maps: Mapping[str, torch.Tensor], suptitle: str):
     """One heatmap per module: entry [t, s] = how much output position t moves with input position s."""
     fig, axes = plt.subplots(1, len(maps), figsize=(4.6 * len(maps), 4.2), squeeze=False)
@@ -32,6 +33,7 @@ def plot_dependency(maps: Mapping[str, torch.Tensor], suptitle: str):
     return fig
 
 
+@demo_figure
 def plot_activations(z: torch.Tensor, curves: Mapping[str, torch.Tensor]):
     fig, ax = plt.subplots(figsize=(6.4, 4.0))
     for name, y in curves.items():
@@ -47,6 +49,7 @@ def plot_activations(z: torch.Tensor, curves: Mapping[str, torch.Tensor]):
     return fig
 
 
+@demo_figure
 def plot_ffn_share(Ts: Sequence[int], shares: Mapping[str, Sequence[float]], param_shares: Mapping[str, float]):
     """FFN share of a block's forward FLOPs vs context length T (log x), one line per config;
     the dashed level of each is its share of the block's parameters."""
@@ -65,6 +68,7 @@ def plot_ffn_share(Ts: Sequence[int], shares: Mapping[str, Sequence[float]], par
     return fig
 
 
+@demo_figure
 def plot_eps_effect(scales: torch.Tensor, curves: Mapping[str, torch.Tensor], eps: float):
     fig, ax = plt.subplots(figsize=(6.8, 4.2))
     for name, y in curves.items():
@@ -99,6 +103,7 @@ def plot_grad_norms(norms: Mapping[str, Sequence[float]], title: str, ax=None):
     return fig or ax.figure
 
 
+@demo_figure
 def plot_training(curves: Mapping[str, Sequence[float]], title: str):
     fig, ax = plt.subplots(figsize=(7.0, 4.0))
     for name, ys in curves.items():
@@ -112,6 +117,7 @@ def plot_training(curves: Mapping[str, Sequence[float]], title: str):
     return fig
 
 
+@demo_figure
 def plot_spread(depths: Sequence[int], spreads: Mapping[str, Sequence[float]], title: str):
     """Max/min ratio of the per-layer gradient norms vs the number of layers (log–log)."""
     fig, ax = plt.subplots(figsize=(6.8, 4.2))

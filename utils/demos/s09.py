@@ -13,7 +13,7 @@ import numpy as np
 import torch
 from matplotlib.patches import Arc, Rectangle
 
-from utils.plotting import heatmap
+from utils.plotting import demo_figure, heatmap
 
 Q_COLOR, K_COLOR = "#4C72B0", "#DD8452"
 PAIR_COLORS = ["#4C72B0", "#DD8452", "#55A868", "#C44E52", "#8172B2", "#937860", "#DA8BC3", "#8C8C8C"]
@@ -49,6 +49,7 @@ def _arrow(ax, xy, color, label, alpha=1.0, ls="-") -> None:
 
 # --- §2 two rotated vectors ------------------------------------------------------------------
 
+@demo_figure
 def plot_rotated_pairs(panels: Sequence[Mapping], suptitle: str = ""):
     """One panel per (m, n): q and k before (faint) and after rotation, the angle between them.
 
@@ -76,6 +77,7 @@ def plot_rotated_pairs(panels: Sequence[Mapping], suptitle: str = ""):
 
 # --- §3 the widget: one pair rotating, and the table of angles -------------------------------
 
+@demo_figure
 def draw_rotation(trail: torch.Tensor, cos_table: torch.Tensor, m: int, i: int, title: str):
     """Left: pair i of a unit vector at positions 0 … m (the trail), the current one as an arrow.
     Right: cos(angle[m, i]) for every position and pair, the current cell framed."""
@@ -101,6 +103,7 @@ def draw_rotation(trail: torch.Tensor, cos_table: torch.Tensor, m: int, i: int, 
 
 # --- §4 / §7 which dimensions are paired -----------------------------------------------------
 
+@demo_figure
 def plot_pairings(pairings: Mapping[str, Sequence[int]]):
     """One row per layout: the d dimensions of a vector, each coloured by the pair it belongs to."""
     n = len(pairings)
@@ -121,6 +124,7 @@ def plot_pairings(pairings: Mapping[str, Sequence[int]]):
 
 # --- §5 scores and relative distance ---------------------------------------------------------
 
+@demo_figure
 def plot_score_tables(tables: Mapping[str, torch.Tensor], suptitle: str = ""):
     """Score tables S[m, n] side by side (the same q at every m, the same k at every n), one colour scale."""
     fig, axes = plt.subplots(1, len(tables), figsize=(4.4 * len(tables), 4.2), squeeze=False)
@@ -136,6 +140,7 @@ def plot_score_tables(tables: Mapping[str, torch.Tensor], suptitle: str = ""):
     return fig
 
 
+@demo_figure
 def plot_curves(panels: Sequence[Mapping], suptitle: str = ""):
     """Line plots side by side. Each panel: {"title", "x", "curves": {label: y}, "xlabel", "ylabel",
     optional "logx", "logy", "hlines": [(y, label)]}."""

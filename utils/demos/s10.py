@@ -17,7 +17,7 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-from utils.plotting import heatmap
+from utils.plotting import demo_figure, heatmap
 from utils.reference import apply_rope, repeat_kv, rope_angles
 
 PROSE = Path(__file__).resolve().parents[1] / "data" / "course_prose.txt"
@@ -89,6 +89,7 @@ def offset_share(weights: torch.Tensor, offset: int) -> float:
 
 # --- figures -----------------------------------------------------------------------------------
 
+@demo_figure
 def plot_parameter_breakdown(breakdowns: Mapping[str, Mapping[str, float]], title: str):
     """One stacked bar per model: the share of each part of the parameters, the total at the right."""
     names = list(breakdowns)
@@ -117,6 +118,7 @@ def plot_parameter_breakdown(breakdowns: Mapping[str, Mapping[str, float]], titl
     return fig
 
 
+@demo_figure
 def plot_per_token(names: Sequence[str], kv_kib: Sequence[float], gflops: Sequence[float], context: int):
     """Left: KV cache per token (KiB); right: forward GFLOP per token at a given context length."""
     fig, axes = plt.subplots(1, 2, figsize=(11, 0.5 * len(names) + 1.6))
@@ -135,6 +137,7 @@ def plot_per_token(names: Sequence[str], kv_kib: Sequence[float], gflops: Sequen
     return fig
 
 
+@demo_figure
 def plot_sampling(distributions: Mapping[str, torch.Tensor], labels: Sequence[str]):
     """One bar chart per setting: the probability of every token."""
     fig, axes = plt.subplots(1, len(distributions), figsize=(3.1 * len(distributions), 3.0), sharey=True,
@@ -172,6 +175,7 @@ def plot_training(curves: Mapping[str, tuple[Sequence[int], Sequence[float]]], r
     return ax.figure
 
 
+@demo_figure
 def plot_head_maps(maps: Sequence[torch.Tensor], chars: Sequence[str], suptitle: str, titles=None):
     """A grid: one row per layer, one column per head; the characters label both axes."""
     n_layer, n_head = len(maps), maps[0].size(0)
@@ -190,6 +194,7 @@ def plot_head_maps(maps: Sequence[torch.Tensor], chars: Sequence[str], suptitle:
     return fig
 
 
+@demo_figure
 def draw_next_char(probs: torch.Tensor, chars: Sequence[str], title: str, n: int = 15):
     """Bars of the n most probable next characters."""
     top = torch.topk(probs, n)
@@ -222,6 +227,7 @@ def distance_profile(weights: torch.Tensor, max_distance: int) -> torch.Tensor:
     return torch.cat([near, 1 - near.sum(-1, keepdim=True)], dim=-1)        # (H, D + 2)
 
 
+@demo_figure
 def plot_distance_profile(profile: torch.Tensor, heads: Sequence[str], max_distance: int, title: str):
     """One row per head: its mean attention at each distance (0 = itself), the last column all farther keys."""
     columns = [str(d) for d in range(max_distance + 1)] + ["更远"]
