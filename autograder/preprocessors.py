@@ -15,6 +15,7 @@
 from __future__ import annotations
 
 import copy
+import functools
 import json
 import os
 from pathlib import Path
@@ -137,8 +138,8 @@ class IntegrityCheck(NbGraderPreprocessor):
     own code uses the reference (autograder/integrity.py)."""
 
     def preprocess(self, nb, resources):
-        released = self._released_code(resources)
-        protected = check_names(imported_checks(released) if released else None)
+        released, checks = self._released(resources)
+        protected = check_names(checks if released else None)
         solutions = {c.metadata.nbgrader["grade_id"]: c.source for c in nb.cells
                      if c.cell_type == "code" and is_solution(c) and not is_grade(c)}
         others = [c.source for c in nb.cells if c.cell_type == "code" and not is_locked(c)
@@ -164,15 +165,25 @@ class IntegrityCheck(NbGraderPreprocessor):
                 "IntegrityError", "uses-reference",
                 f"练习 {exercise} 的代码{f.reason}（`{f.line}`），不能算作你自己的实现，本题记 0 分。"))
 
-    def _released_code(self, resources) -> set[str]:
-        """Sources of the code cells of the released notebook (what the course itself wrote)."""
+    def _released(self, resources) -> tuple[frozenset[str], frozenset[str]]:
+        """The code cells of the released notebook (what the course itself wrote) and the checks they
+        import; empty when it is missing."""
         coursedir = CourseDirectory(config=self.config)
         info = resources["nbgrader"]
         folder = coursedir.format_path(coursedir.release_directory, ".", info["assignment"])
         path = Path(folder) / f"{info['notebook']}.ipynb"
         if not path.exists():
             self.log.warning("release notebook %s not found: scanning every code cell", path)
-            return set()
-        cells = json.loads(path.read_text(encoding="utf-8"))["cells"]
-        return {"".join(c["source"]) if isinstance(c["source"], list) else c["source"]
-                for c in cells if c["cell_type"] == "code"}
+            return frozenset(), frozenset()
+        version = path.stat()
+        return released_code(str(path), (version.st_mtime_ns, version.st_size))
+
+
+@functools.lru_cache(maxsize=8)
+def released_code(path: str, version: tuple[int, int]) -> tuple[frozenset[str], frozenset[str]]:  # noqa: ARG001
+    """Read and parsed once per grading process and ``version`` (mtime, size) of the file: the same
+    for every student."""
+    cells = json.loads(Path(path).read_text(encoding="utf-8"))["cells"]
+    code = frozenset("".join(c["source"]) if isinstance(c["source"], list) else c["source"]
+                     for c in cells if c["cell_type"] == "code")
+    return code, frozenset(imported_checks(code))

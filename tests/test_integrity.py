@@ -4,10 +4,13 @@ code a student might write) is mistaken for either. (Through real grading:
 tests/test_honest_submissions.py, tests/test_bad_submissions.py and tests/test_grading.py.)"""
 from __future__ import annotations
 
+import nbformat
 import pytest
+from traitlets.config import Config
 
 from autograder.integrity import borrowed, check_names, imported_checks, scan
 from autograder.notebook_format import cell_kind, exercises
+from autograder.preprocessors import IntegrityCheck
 
 from .bugbank import all_variants
 from .conftest import SECTIONS, load_notebook
@@ -111,3 +114,20 @@ def test_no_bug_bank_variant_is_taken_for_tampering_or_for_the_reference(variant
     names, protected = SECTION_CHECKS[variant.exercise]
     assert scan(variant.source, protected) == []
     assert borrowed({e: variant.source if e == variant.exercise else "" for e in names}, []) == {}
+
+
+def test_the_released_notebook_is_parsed_once_per_version_of_the_file(tmp_path):
+    """IntegrityCheck reads the released notebook once per grading process, and again when it changes."""
+    config = Config()
+    config.CourseDirectory.root = str(tmp_path)
+    config.CourseDirectory.release_directory = "notebooks"
+    released = tmp_path / "notebooks" / "s" / "s.ipynb"
+    released.parent.mkdir(parents=True)
+    resources = {"nbgrader": {"assignment": "s", "notebook": "s"}}
+    check = IntegrityCheck(config=config)
+    for imported in (["check_a"], ["check_b", "check_c"]):
+        code = f"from utils.checks import {', '.join(imported)}"
+        nbformat.write(nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell(code)]), released)
+        assert check._released(resources) == ({code}, set(imported))
+    released.unlink()
+    assert check._released(resources) == (set(), set()), "a missing release notebook: every cell is scanned"
