@@ -33,6 +33,7 @@ import shutil
 import signal
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 from collections import deque
@@ -43,7 +44,7 @@ import nbformat
 
 from nbgrader.coursedir import CourseDirectory
 
-from . import kernel_pool, sandbox
+from . import kernel_pool, sandbox, zygote
 
 SQLITE_BUSY_SECONDS = 120
 TRIES_AS_SUBMITTED = 2  # a failure may be passing (a lock, a lost reply): try again before giving up
@@ -197,13 +198,16 @@ class Worker:
     already (about 1 s that each worker would otherwise spend again), in a session of its own, so a
     kill reaches nothing else; its kernels die with it (bwrap --die-with-parent). It closes our
     ends of every worker's pipes (so each worker sees the end of its own requests) and puts its
-    standard streams on /dev/null: the kernels' raw output never mixes with the answers.
+    standard streams on /dev/null: the kernels' raw output never mixes with the answers. Its
+    temporary files (a copy of each submission folder its kernels work in) go to a folder of its own
+    that :meth:`close` removes, also when the worker was killed before it could tidy up.
     """
 
     main_ends: set[int] = set()   # this process's ends of the pipes of every worker alive
 
     def __init__(self, app, section: str, limits: Limits, events: queue.Queue, serve=serve_students):
         (requests_r, requests_w), (answers_r, answers_w) = os.pipe(), os.pipe()
+        self.scratch = tempfile.mkdtemp(prefix="grading-worker-")
         self.pid = os.fork()
         if self.pid == 0:
             for fd in (*Worker.main_ends, requests_w, answers_r):
@@ -211,7 +215,7 @@ class Worker:
                     os.close(fd)
             self._become_worker(requests_r, answers_w, lambda requests, answers:
                                 serve(app, section, limits, requests, answers), child_env(limits.jobs),
-                                limits.memory_mb)
+                                limits.memory_mb, self.scratch)
         os.close(requests_r)
         os.close(answers_w)
         Worker.main_ends |= {requests_w, answers_r}
@@ -222,11 +226,13 @@ class Worker:
         threading.Thread(target=self._read, args=(os.fdopen(answers_r), events), daemon=True).start()
 
     @staticmethod
-    def _become_worker(requests_fd: int, answers_fd: int, serve, env: dict[str, str], memory_mb: int) -> None:
+    def _become_worker(requests_fd: int, answers_fd: int, serve, env: dict[str, str], memory_mb: int,
+                       scratch: str) -> None:
         status = 1
         try:
             os.setsid()
             limit_memory(memory_mb)
+            tempfile.tempdir = scratch
             devnull = os.open(os.devnull, os.O_RDWR)
             for fd in (0, 1, 2):  # nbgrader's log and the kernels' raw output go nowhere, as before
                 os.dup2(devnull, fd)
@@ -266,6 +272,10 @@ class Worker:
     def close(self) -> None:
         self.stop()
         os.waitpid(self.pid, 0)
+        try:
+            zygote.remove(self.scratch)
+        except OSError as err:
+            print(f"  未能删除评分进程的临时文件夹 {self.scratch}：{err}", file=sys.stderr, flush=True)
 
 
 # --- the scheduler ----------------------------------------------------------------------------

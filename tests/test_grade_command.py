@@ -7,6 +7,10 @@ import os
 import queue
 import resource
 import shutil
+import signal
+import tempfile
+import time
+from pathlib import Path
 from types import SimpleNamespace
 
 from nbgrader.coursedir import CourseDirectory
@@ -201,3 +205,31 @@ def test_workers_are_forks_in_their_own_session_that_set_their_limits_themselves
         assert answer["descriptors"][:3] == ["/dev/null"] * 3
     assert not pipes[0] & set(answers["student1"]["descriptors"]), "the second worker holds none of the first's pipes"
     assert pipes[1] & set(answers["student1"]["descriptors"]), "(its own, it does)"
+
+
+def leave_temporary_files(app, section, limits, requests, answers):  # noqa: ARG001  (serve_students' signature)
+    """A worker's ``serve`` that leaves a temporary folder (with one it cannot even list), then hangs."""
+    for line in requests:
+        folder = tempfile.mkdtemp()
+        os.makedirs(os.path.join(folder, "locked", "inner"))
+        os.chmod(os.path.join(folder, "locked"), 0)
+        answers.write("@@" + json.dumps({"student": line.strip(), "folder": folder}) + "\n")
+        answers.flush()
+        time.sleep(600)
+
+
+def test_a_worker_killed_for_overrunning_leaves_no_temporary_files():
+    """Its kernels' copies of the submission folders live in the worker's own folder, removed by us."""
+    events = queue.Queue()
+    worker = grade.Worker(None, SECTION, grade.Limits(jobs=1), events, serve=leave_temporary_files)
+    try:
+        worker.assign("alice")
+        folder = Path(events.get(timeout=30)[1]["folder"])
+        worker.kill_if_overdue(0)
+        assert events.get(timeout=30) == (worker, None), "killed"
+    finally:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(worker.pid, signal.SIGKILL)
+        worker.close()
+    assert folder.is_relative_to(worker.scratch), "the kernels' temporary files are in the worker's folder"
+    assert not Path(worker.scratch).exists()
