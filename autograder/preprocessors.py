@@ -28,12 +28,13 @@ from nbgrader.preprocessors import DeduplicateIds, Execute, NbGraderPreprocessor
 from nbgrader.utils import is_grade, is_locked, is_solution
 from traitlets import Bool
 
+from utils import GRADING_BACKEND
+
 from .integrity import borrowed, check_names, imported_checks, scan
 from .notebook_format import exercise_of, grade_id
 from .sandbox import kernel_manager_class
 
 TIMEOUT_ENAME = "CellTimeoutError"
-HEADLESS_FIGURES = "module://utils.grading_backend"
 
 
 def error_output(ename: str, code: str, message: str) -> NotebookNode:
@@ -81,7 +82,7 @@ class ResilientExecute(Execute):
 
     async def async_start_new_kernel(self, **kwargs):
         if not self.draw_figures:
-            kwargs["env"] = {**kwargs.get("env", os.environ), "MPLBACKEND": HEADLESS_FIGURES}
+            kwargs["env"] = {**kwargs.get("env", os.environ), "MPLBACKEND": GRADING_BACKEND}
         await super().async_start_new_kernel(**kwargs)
 
     start_new_kernel = run_sync(async_start_new_kernel)  # nbclient binds its own at class creation

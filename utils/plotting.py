@@ -13,8 +13,7 @@ import numpy as np
 from matplotlib import font_manager
 from matplotlib.figure import Figure
 
-# The backend grading kernels run with (utils/grading_backend.py), unless the instructor asks for figures.
-GRADING_BACKEND = "module://utils.grading_backend"
+from utils import GRADING_BACKEND
 
 # Families tried in order when the bundled font is missing (Windows, macOS, Linux).
 _SYSTEM_CJK = ["Noto Sans CJK SC", "Source Han Sans SC", "Microsoft YaHei", "SimHei",
