@@ -38,6 +38,11 @@ def configure(c, course_root: str | None = None) -> None:
     # Between two kernels the zygote clears its sandbox (autograder/zygote.py). False starts every
     # kernel on its own in bwrap.
     c.ResilientExecute.fork_kernels = True
+    # Each sandbox (a kernel and all it starts) has no network and these limits (autograder/sandbox.py):
+    # address space per process (grading section 10 peaks at 1.8 GB) and processes plus threads
+    # (an idle kernel has about 15; a fork bomb stops there).
+    c.ResilientExecute.memory_mb = 6144
+    c.ResilientExecute.max_processes = 256
     # Figures are not rendered at grading time (utils/grading_backend.py), and the course's demo
     # figures not even built (@demo_figure, utils/plotting.py): they say nothing about the student,
     # and building and rendering them was more than half of grading a figure-heavy section (README's

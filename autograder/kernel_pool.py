@@ -6,20 +6,25 @@ sandbox: ``_async_launch_kernel``, jupyter_client's seam for launching a kernel 
 asks the zygote for a kernel and hands the provisioner a Popen-like :class:`ForkedKernel`, so
 interrupts, restarts, timeouts and kills go through jupyter_client unchanged.
 
-A zygote serves one kernel at a time; the pool keeps one per grading process (a second when two
-kernels are asked for at once). Before each kernel the files of the notebook's folder are
-copied into the sandbox's ``/submission`` (the kernel's working directory), and when it has
-ended what it wrote there is copied back, so the notebook's folder ends up as if the kernel had
-worked in it; then the zygote clears its sandbox (see zygote.py). A zygote that died, hangs or
-could not start is replaced, and where none can start the kernel is started by bwrap as before.
+A zygote serves one kernel at a time; the pool keeps one per grading process and anchor (a
+second when two kernels are asked for at once). Its sandbox has a folder of its own bound at the
+anchor, the folder two above the notebook's (:func:`anchor_of`; nbgrader's autograded/): before
+each kernel the notebook's folder is copied to the same path in there, and the kernel works at its
+notebook's real path, as one started by bwrap does; when it has ended, what it wrote there is
+copied back, so the notebook's folder ends up as if the kernel had worked in it; then the zygote
+clears its sandbox (see zygote.py). Both copies take regular files and folders only and follow no
+link (:func:`copy_tree`): the kernel may have planted links to anything the grader can write. A
+zygote that died, hangs or could not start is replaced, and where none can start the kernel is
+started by bwrap as before.
 """
 from __future__ import annotations
 
 import atexit
+import contextlib
 import json
 import logging
 import os
-import select
+import secrets
 import shutil
 import stat
 import subprocess
@@ -28,13 +33,13 @@ import tempfile
 import threading
 import time
 from collections.abc import Mapping
+from multiprocessing.connection import Connection
 from pathlib import Path
 
 from . import sandbox
 
 ZYGOTE = Path(__file__).with_name("zygote.py")
 ZYGOTE_INSIDE = "/run/grading/zygote.py"
-SUBMISSION_INSIDE = "/submission"
 READY_SECONDS = 120   # the zygote imports torch and matplotlib
 REPLY_SECONDS = 15    # a kernel's sweep is milliseconds; a zygote stopped by a kernel never answers
 
@@ -45,41 +50,43 @@ class ZygoteLost(Exception):
     """The zygote died, hangs or refused: its kernel (if any) died with its sandbox."""
 
 
-class Zygote:
-    """One zygote process in its own sandbox, and the pipes to talk to it."""
+class ZygoteHandle:
+    """The grader's side of one zygote (autograder/zygote.py) in its own sandbox: the process, and the
+    connections to talk to it (one JSON object per message, framed by multiprocessing.connection)."""
 
-    def __init__(self, env: dict[str, str]):
-        self.env = env
+    def __init__(self, env: dict[str, str], anchor: str):
+        self.env, self.anchor = env, anchor   # anchor: where the sandbox has ``folder`` (see anchor_of)
         self.folder = tempfile.mkdtemp(prefix="grading-submission-")
         self.busy = False   # handed out for a kernel that has not been cleared away yet
-        self.cwd = ""   # the folder of the notebook whose kernel runs
+        self.cwd = ""       # the folder of the notebook whose kernel runs
+        self.copy = ""      # its copy in ``folder``
         self.lock = threading.Lock()
         (ask_r, ask_w), (answer_r, answer_w) = os.pipe(), os.pipe()
-        cmd = [sys.executable, ZYGOTE_INSIDE, str(ask_r), str(answer_w), SUBMISSION_INSIDE, host_pid_namespace()]
-        argv = sandbox.bwrap_argv(cmd, (self.folder, SUBMISSION_INSIDE), env, read_only={str(ZYGOTE): ZYGOTE_INSIDE},
-                                  init=True)
+        cmd = [sys.executable, ZYGOTE_INSIDE, str(ask_r), str(answer_w), anchor, host_pid_namespace()]
+        argv = sandbox.bwrap_argv(cmd, (self.folder, anchor), env, read_only={str(ZYGOTE): ZYGOTE_INSIDE},
+                                  init=True, sockets=sandbox.socket_root())
         # stdout to the grader's stderr: the kernels' raw output never mixes with a grading worker's answers
         self.proc = subprocess.Popen(argv, pass_fds=(ask_r, answer_w), stdin=subprocess.DEVNULL, stdout=2)
         os.close(ask_r)
         os.close(answer_w)
-        self.requests, self.replies = os.fdopen(ask_w, "w"), os.fdopen(answer_r, "r")
+        self.requests, self.replies = Connection(ask_w, readable=False), Connection(answer_r, writable=False)
         self._read(READY_SECONDS)
 
     def ask(self, **request) -> dict:
         with self.lock:
             try:
-                self.requests.write(json.dumps(request) + "\n")
-                self.requests.flush()
-            except (BrokenPipeError, ValueError) as err:
+                self.requests.send_bytes(json.dumps(request).encode())
+            except OSError as err:
                 raise self._lost(f"cannot write: {err}") from err
             return self._read(REPLY_SECONDS)
 
     def _read(self, seconds: float) -> dict:
-        ready, _, _ = select.select([self.replies], [], [], seconds)
-        line = self.replies.readline() if ready else ""
-        if not line:
-            raise self._lost("no answer" if not ready else "ended")
-        return json.loads(line)
+        try:
+            if not self.replies.poll(seconds):
+                raise self._lost("no answer")
+            return json.loads(self.replies.recv_bytes())
+        except (EOFError, OSError) as err:
+            raise self._lost("ended") from err
 
     def _lost(self, why: str) -> ZygoteLost:
         self.close()
@@ -90,16 +97,18 @@ class Zygote:
         return self.proc.poll() is None
 
     def spawn(self, connection: Mapping, env: dict[str, str], cwd: str) -> ForkedKernel:
-        """A kernel for the notebook in ``cwd``: its folder's files copied in, then forked."""
-        self.cwd = cwd
-        shutil.copytree(cwd, self.folder, symlinks=True, dirs_exist_ok=True)
-        pid = self.ask(op="spawn", connection=dict(connection), env=env)["pid"]
+        """A kernel for the notebook in ``cwd``: its folder's files copied to where the sandbox has
+        ``cwd``, then forked to work there."""
+        self.cwd, self.copy = cwd, os.path.join(self.folder, os.path.relpath(cwd, self.anchor))
+        os.makedirs(self.copy, exist_ok=True)
+        copy_tree(cwd, self.copy)
+        pid = self.ask(op="spawn", connection=dict(connection), env=env, cwd=cwd)["pid"]
         return ForkedKernel(self, pid)
 
     def end_kernel(self) -> None:
         """The kernel and all it started have ended: what it wrote goes back to the notebook's folder
         (as if it had worked there), then the sandbox is cleared for the next one."""
-        copy_back(self.folder, self.cwd)
+        copy_tree(self.copy, self.cwd)
         self.ask(op="clear")
         self.busy = False
 
@@ -115,7 +124,7 @@ class ForkedKernel:
 
     stdin = stdout = stderr = None
 
-    def __init__(self, zygote: Zygote, pid: int):
+    def __init__(self, zygote: ZygoteHandle, pid: int):
         self.zygote, self.pid = zygote, pid
         self.returncode: int | None = None
 
@@ -152,17 +161,17 @@ class ForkedKernel:
 
 
 class ZygotePool:
-    """Zygotes of this process, by sandbox environment (it shapes what they imported)."""
+    """Zygotes of this process, by sandbox environment (it shapes what they imported) and anchor."""
 
     def __init__(self):
-        self.zygotes: list[Zygote] = []
-        self.broken: set[tuple] = set()   # environments where no zygote could start
+        self.zygotes: list[ZygoteHandle] = []
+        self.broken: set[tuple] = set()   # environments and anchors where no zygote could start
         self.lock = threading.Lock()
 
     def kernel(self, connection: Mapping, env: dict[str, str], cwd: str) -> ForkedKernel | None:
         """A forked kernel, or None where no zygote can start (the caller starts one with bwrap)."""
         for _ in range(2):  # a zygote may be lost between its last kernel and this one
-            zygote = self._idle(env)
+            zygote = self._idle(env, anchor_of(cwd))
             if zygote is None:
                 return None
             try:
@@ -174,20 +183,20 @@ class ZygotePool:
                 raise
         return None
 
-    def _idle(self, env: dict[str, str]) -> Zygote | None:
-        key = tuple(sorted(env.items()))
+    def _idle(self, env: dict[str, str], anchor: str) -> ZygoteHandle | None:
+        key = (tuple(sorted(env.items())), anchor)
         with self.lock:
             for lost in [z for z in self.zygotes if not z.alive]:
                 lost.close()  # its folder
                 self.zygotes.remove(lost)
             for zygote in self.zygotes:
-                if zygote.env == env and not zygote.busy:
+                if (zygote.env, zygote.anchor) == (env, anchor) and not zygote.busy:
                     zygote.busy = True
                     return zygote
             if key in self.broken:
                 return None
             try:
-                zygote = Zygote(env)
+                zygote = ZygoteHandle(env, anchor)
             except (ZygoteLost, OSError) as err:
                 log.warning("no kernel zygote (%s): kernels start one by one in bwrap", err)
                 self.broken.add(key)
@@ -202,19 +211,94 @@ class ZygotePool:
         self.zygotes = []
 
 
-def copy_back(folder: str, cwd: str) -> None:
-    """The regular files, folders and links in ``folder`` that are new or changed, into ``cwd``."""
-    def changed_file(src: str, dst: str) -> None:
-        source = os.lstat(src)
-        target = os.stat(dst) if os.path.lexists(dst) and not os.path.islink(dst) else None
-        if stat.S_ISREG(source.st_mode) and (target is None or (target.st_size, target.st_mtime_ns) !=
-                                             (source.st_size, source.st_mtime_ns)):
-            shutil.copy2(src, dst)
+def anchor_of(cwd: str) -> str:
+    """Where a zygote's sandbox has its copy of the submissions, so that a kernel for the notebook in
+    ``cwd`` works at that very path, as one started by bwrap: the folder two above the notebook's
+    (nbgrader's autograded/ for autograded/<student>/<assignment>/, so one zygote serves a whole
+    class), or the notebook's own folder where that one holds something the sandbox binds itself."""
+    anchor = os.path.dirname(os.path.dirname(cwd))
+    bound = [*sandbox.python_paths(), *sandbox.SYSTEM_PATHS, *sandbox.MERGED_USR_LINKS, "/tmp", "/dev", "/proc",
+             os.path.dirname(ZYGOTE_INSIDE), sandbox.socket_root()]
+    holds_bound = any(os.path.commonpath([anchor, path]) == anchor for path in bound)
+    return cwd if holds_bound else anchor
 
+
+def copy_tree(source: str, target: str) -> None:
+    """Copy the folders and the new or changed regular files of ``source`` into ``target``
+    (keeping modes and times); log a warning naming what it left out: links, FIFOs, sockets and
+    devices, and what a non-folder or a link in ``target`` stands in the way of.
+
+    No link is followed on either side (either side may be a kernel's work): each folder is
+    opened beneath its parent with ``O_NOFOLLOW``, and each file is written anew under a name of
+    its own and renamed over its destination, so it never writes into a file that is there.
+    """
+    left_out: list[str] = []
     try:
-        shutil.copytree(folder, cwd, symlinks=True, dirs_exist_ok=True, copy_function=changed_file)
-    except (shutil.Error, OSError) as err:
-        log.warning("not every file the kernel wrote was copied back: %s", err)
+        with opened_folder(source) as src, opened_folder(target) as dst:
+            _copy_folder(src, dst, "", left_out)
+    except OSError:
+        left_out.append(".")
+    if left_out:
+        log.warning("not copied from %s to %s (only regular files and folders are, never through a link): %s",
+                    source, target, ", ".join(left_out))
+
+
+def _copy_folder(src: int, dst: int, where: str, left_out: list[str]) -> None:
+    with os.scandir(src) as entries:
+        entries = list(entries)
+    for entry in entries:
+        path = os.path.join(where, entry.name)
+        try:
+            mode = entry.stat(follow_symlinks=False).st_mode
+            if stat.S_ISDIR(mode):
+                with contextlib.suppress(FileExistsError):
+                    os.mkdir(entry.name, stat.S_IMODE(mode) | stat.S_IRWXU, dir_fd=dst)
+                with opened_folder(entry.name, src) as inner_src, opened_folder(entry.name, dst) as inner_dst:
+                    _copy_folder(inner_src, inner_dst, path, left_out)
+            elif not stat.S_ISREG(mode):
+                left_out.append(path)
+            elif _differs(entry.stat(follow_symlinks=False), entry.name, dst):
+                copy_file(entry.name, src, dst)
+        except OSError:
+            left_out.append(path)
+
+
+@contextlib.contextmanager
+def opened_folder(path: str, parent: int | None = None):
+    """A folder's descriptor; ``path`` must be a folder, not a link to one."""
+    fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW, dir_fd=parent)
+    try:
+        yield fd
+    finally:
+        os.close(fd)
+
+
+def _differs(source: os.stat_result, name: str, dst: int) -> bool:
+    try:
+        target = os.stat(name, dir_fd=dst, follow_symlinks=False)
+    except FileNotFoundError:
+        return True
+    return not stat.S_ISREG(target.st_mode) or (target.st_size, target.st_mtime_ns) != (source.st_size,
+                                                                                      source.st_mtime_ns)
+
+
+def copy_file(name: str, src: int, dst: int) -> None:
+    """``name`` from folder ``src`` to folder ``dst``: written as a new file, renamed into place."""
+    partial = f".copying-{secrets.token_hex(8)}"
+    with os.fdopen(os.open(name, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK, dir_fd=src), "rb") as reader:
+        info = os.fstat(reader.fileno())
+        if not stat.S_ISREG(info.st_mode):  # swapped since it was listed
+            raise OSError(f"{name} is no regular file")
+        with os.fdopen(os.open(partial, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600,
+                               dir_fd=dst), "wb") as writer:
+            shutil.copyfileobj(reader, writer)
+            os.fchmod(writer.fileno(), stat.S_IMODE(info.st_mode))
+            os.utime(writer.fileno(), ns=(info.st_atime_ns, info.st_mtime_ns))
+    try:
+        os.rename(partial, name, src_dir_fd=dst, dst_dir_fd=dst)
+    except OSError:
+        os.unlink(partial, dir_fd=dst)
+        raise
 
 
 POOL = ZygotePool()

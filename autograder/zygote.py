@@ -9,17 +9,19 @@ Between two kernels nothing of the first survives: when a kernel has exited, the
 every other process of its sandbox (``kill(-1)`` in its own PID namespace reaches all of them at
 once, so nothing can fork away from it) and removes the System V IPC objects; once the grader
 has copied the submission folder back, it empties the only writable places (``/tmp``,
-``/dev/shm``, the submission folder), checks that they are empty and puts back the little its own
+``/dev/shm``, the folder of submissions), checks that they are empty and puts back the little its own
 start left there (matplotlib's configuration folder), so every kernel finds what a fresh one
 would. POSIX message queues cannot be created at all (RLIMIT_MSGQUEUE = 0). If anything
 survives, the zygote exits and the pool starts a new sandbox. The zygote is the sandbox's init
 (its kernels cannot kill or stop it) and not dumpable (they cannot read or trace it). It runs
 with the standard library only until it preloads.
 
-Protocol: one JSON object per line; the zygote reads requests on fd ``requests`` and answers
+Protocol: one JSON object per message of a :class:`multiprocessing.connection.Connection` (its
+framing: no message is ever half read); the zygote reads requests on fd ``requests`` and answers
 on fd ``replies`` (both given on the command line, closed in every kernel).
 
-* ``{"op": "spawn", "connection": {...}, "env": {...}}`` → ``{"pid": n}``
+* ``{"op": "spawn", "connection": {...}, "env": {...}, "cwd": path}`` → ``{"pid": n}``: a kernel working in
+  ``cwd``, which lies in the folder of submissions (the grader has copied the notebook's folder there)
 * ``{"op": "poll", "pid": n}`` → ``{"returncode": null | int}`` (negative: killed by a signal); once it
   is not null, every other process of the sandbox has been killed
 * ``{"op": "clear"}`` → ``{}``: the writable folders emptied (after the grader copied the submission
@@ -42,6 +44,7 @@ import stat
 import sys
 import time
 import traceback
+from multiprocessing.connection import Connection
 
 # What every kernel of the course imports and whose import depends on no IPython shell (the
 # course's own package and ipywidgets register themselves with the shell, so the kernel imports them).
@@ -179,7 +182,7 @@ def remove(path: str) -> None:
 
 # --- a kernel -------------------------------------------------------------------------------------
 
-def become_kernel(request: dict, channels: tuple[int, int], submission: str) -> None:
+def become_kernel(request: dict, channels: tuple[int, int]) -> None:
     """In the forked child: become what ``python -m ipykernel_launcher -f FILE`` would be."""
     signal.signal(signal.SIGCHLD, signal.SIG_DFL)
     signal.pthread_sigmask(signal.SIG_SETMASK, set())
@@ -189,8 +192,8 @@ def become_kernel(request: dict, channels: tuple[int, int], submission: str) -> 
     libc.prctl(PR_SET_DUMPABLE, 1)
     os.environ.clear()
     os.environ.update(request["env"])
-    os.chdir(submission)
-    os.environ["PWD"] = submission  # as bwrap's --chdir sets it
+    os.chdir(request["cwd"])
+    os.environ["PWD"] = request["cwd"]  # as bwrap's --chdir sets it
     random.seed()  # fresh seeds, as a new process would have (the forked ones are the zygote's)
     if "numpy" in sys.modules:
         sys.modules["numpy"].random.seed()
@@ -207,13 +210,13 @@ def become_kernel(request: dict, channels: tuple[int, int], submission: str) -> 
     kernelapp.launch_new_instance()
 
 
-def fork_kernel(request: dict, channels: tuple[int, int], submission: str) -> int:
+def fork_kernel(request: dict, channels: tuple[int, int]) -> int:
     pid = os.fork()
     if pid:
         return pid
     status = 1
     try:
-        become_kernel(request, channels, submission)
+        become_kernel(request, channels)
         status = 0
     except SystemExit as end:
         status = end.code if isinstance(end.code, int) else 0
@@ -258,9 +261,9 @@ def prepare(host_pid_namespace: str) -> dict[str, str]:
 class Zygote:
     """The sandbox's init (pid 1: its kernels cannot signal it) and the parent of one kernel at a time."""
 
-    def __init__(self, channels: tuple[int, int], submission: str, set_by_imports: dict[str, str]):
-        self.channels, self.submission, self.set_by_imports = channels, submission, set_by_imports
-        self.writable = {folder: stat.S_IMODE(os.stat(folder).st_mode) for folder in (*TEMPORARY, submission)}
+    def __init__(self, channels: tuple[int, int], submissions: str, set_by_imports: dict[str, str]):
+        self.channels, self.submissions, self.set_by_imports = channels, submissions, set_by_imports
+        self.writable = {folder: stat.S_IMODE(os.stat(folder).st_mode) for folder in (*TEMPORARY, submissions)}
         self.as_started = [entry for folder in TEMPORARY for entry in snapshot(folder)]
         self.kernel: int | None = None      # the running kernel
         self.ended: dict[int, int] = {}     # pid -> return code, of the kernels that have ended
@@ -282,9 +285,11 @@ class Zygote:
         if op == "spawn":
             if self.kernel is not None or not self.clear:
                 raise Dirty("asked for a kernel before the last one was cleared away")
+            if os.path.commonpath([self.submissions, os.path.realpath(request["cwd"])]) != self.submissions:
+                raise Dirty(f"asked for a kernel outside {self.submissions}")
             signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGCHLD})  # its end must find self.kernel set
             request = {**request, "env": {**request["env"], **self.set_by_imports}}
-            self.kernel, self.clear = fork_kernel(request, self.channels, self.submission), False
+            self.kernel, self.clear = fork_kernel(request, self.channels), False
             signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGCHLD})
             return {"pid": self.kernel}
         if op == "signal":
@@ -293,7 +298,7 @@ class Zygote:
                 if request["signum"] == signal.SIGKILL:  # answer once it is gone: the next poll finds it ended
                     self.wait_for_end(pid)
             return {}
-        if op == "clear":  # the grader has copied the submission folder back
+        if op == "clear":  # the grader has copied the submission's folder back
             for folder, mode in self.writable.items():
                 empty(folder, mode)
             restore(self.as_started)
@@ -304,18 +309,20 @@ class Zygote:
             stop_everything()
         return {"returncode": None if pid == self.kernel else self.ended.get(pid, -signal.SIGKILL)}
 
-    def serve(self, requests, replies) -> None:
-        for line in requests:
-            replies.write(json.dumps(self.answer(json.loads(line))) + "\n")
-            replies.flush()
+    def serve(self, requests: Connection, replies: Connection) -> None:
+        while True:
+            try:
+                request = json.loads(requests.recv_bytes())
+            except EOFError:  # the grader has gone
+                return
+            replies.send_bytes(json.dumps(self.answer(request)).encode())
 
 
 def main(argv: list[str]) -> None:
-    requests_fd, replies_fd, submission, host_pid_namespace = int(argv[0]), int(argv[1]), argv[2], argv[3]
-    zygote = Zygote((requests_fd, replies_fd), submission, prepare(host_pid_namespace))
-    requests, replies = os.fdopen(requests_fd, "r"), os.fdopen(replies_fd, "w")
-    replies.write(json.dumps({"ready": sorted(PRELOAD)}) + "\n")
-    replies.flush()
+    requests_fd, replies_fd, submissions, host_pid_namespace = int(argv[0]), int(argv[1]), argv[2], argv[3]
+    zygote = Zygote((requests_fd, replies_fd), submissions, prepare(host_pid_namespace))
+    requests, replies = Connection(requests_fd, writable=False), Connection(replies_fd, readable=False)
+    replies.send_bytes(json.dumps({"ready": sorted(PRELOAD)}).encode())
     zygote.serve(requests, replies)
 
 

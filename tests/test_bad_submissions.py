@@ -4,14 +4,16 @@ from __future__ import annotations
 
 import copy
 import json
+import socket
+import socketserver
 import sys
+import threading
 
 import pytest
 
 from autograder import grade
 
 from .busy_machine import cell_timeouts
-from .conftest import load_notebook
 from .nbgrader_course import Course, slim, with_solution
 
 SECTION = "01_qkv_and_scores"
@@ -26,6 +28,69 @@ GOOD_PROJECT = "def project_qkv(x, w_q, w_k, w_v):\n    return x @ w_q, x @ w_k,
 WRONG_PROJECT = "def project_qkv(x, w_q, w_k, w_v):\n    return x @ w_q.T, x @ w_k.T, x @ w_v.T"
 GOOD_SCORES = "def attention_scores(q, k):\n    return q @ k.transpose(-2, -1)"
 WRONG_SCORES = "def attention_scores(q, k):\n    return k @ q.transpose(-2, -1)"
+# A process that forks until refused, then ends with its children; bounded (1000 processes, 15 s) so
+# that the test machine survives without a limit.
+FORK_BOMB = ("import os, signal, time\n"
+             "forked, deadline = 0, time.monotonic() + 15\n"
+             "try:\n"
+             "    while forked < 1000 and time.monotonic() < deadline:\n"
+             "        if os.fork() == 0:\n"
+             "            time.sleep(60)\n"
+             "            os._exit(0)\n"
+             "        forked += 1\n"
+             "    print('FORK BOMB NOT STOPPED', forked, flush=True)\n"
+             "except OSError as err:\n"
+             "    print('FORK REFUSED AFTER', forked, type(err).__name__, flush=True)\n"
+             "os.killpg(0, signal.SIGKILL)\n")
+FORK_BOMB_CELL = ("import subprocess, sys\n"
+                  f"print(subprocess.run([sys.executable, '-c', {FORK_BOMB!r}], capture_output=True, text=True,\n"
+                  "                     start_new_session=True).stdout)\n")
+NOT_REACHED = "UNREACHABLE"
+
+
+class Listener(socketserver.ThreadingTCPServer):
+    """A server on every address of the test machine; ``received``: what each connection sent."""
+
+    daemon_threads = True
+    allow_reuse_address = True
+
+    def __init__(self):
+        self.received: list[bytes] = []
+        super().__init__(("0.0.0.0", 0), Received)
+        threading.Thread(target=self.serve_forever, daemon=True).start()
+
+    @property
+    def targets(self) -> list[tuple[str, int]]:
+        port = self.server_address[1]
+        return [("127.0.0.1", port), (socket.gethostbyname(socket.gethostname()), port)]
+
+
+class Received(socketserver.BaseRequestHandler):
+    def handle(self):
+        self.server.received.append(self.request.recv(100))
+
+
+@pytest.fixture
+def listener():
+    server = Listener()
+    yield server
+    server.shutdown()
+    server.server_close()
+
+
+def reach_out(targets: list[tuple[str, int]]) -> str:
+    """A cell that sends to each of ``targets`` and to its own kernel's connection ports on
+    127.0.0.1 (they are TCP ports unless the kernel uses unix sockets) and prints what it reached."""
+    return ("import json, socket\n"
+            "from ipykernel.connect import get_connection_file\n"
+            "info = json.load(open(get_connection_file()))\n"
+            f"targets = {targets!r} + [('127.0.0.1', v) for k, v in info.items() if k.endswith('_port')]\n"
+            "for address in targets:\n"
+            "    try:\n"
+            "        socket.create_connection(address, timeout=3).sendall(b'stolen')\n"
+            "        print('REACHED', address)\n"
+            "    except OSError as err:\n"
+            f"        print({NOT_REACHED!r}, address, type(err).__name__)\n")
 
 
 def good(release: dict) -> dict:
@@ -87,11 +152,19 @@ def duplicated_and_split(nb: dict) -> dict:
     return nb
 
 
-def cases(release: dict) -> dict[str, tuple[object, dict, str]]:
+def hostile(release: dict, targets: list[tuple[str, int]]) -> dict[str, tuple[dict, dict, str]]:
+    """The submissions that must hit the sandbox's limits (the student's own code is right)."""
+    g = good(release)
+    return {"fork-bomb": (change(g, project_qkv=FORK_BOMB_CELL + GOOD_PROJECT), FULL, "FORK REFUSED"),
+            "reaches-out": (with_helper(g, reach_out(targets)), FULL, NOT_REACHED)}
+
+
+def cases(release: dict, targets: list[tuple[str, int]]) -> dict[str, tuple[object, dict, str]]:
     """student -> (the submission: notebook dict, text or None, expected scores, feedback must contain)."""
     g = good(release)
     return {
         "good": (g, FULL, PASSED),
+        **hostile(release, targets),
         "exception": (change(g, project_qkv="1 / 0\n" + GOOD_PROJECT), PROJECT_ZERO, "还没有定义"),
         "infinite-loop": (change(g, project_qkv="def project_qkv(x, w_q, w_k, w_v):\n    while True:\n        pass"),
                           PROJECT_ZERO, "[timeout]"),
@@ -158,10 +231,26 @@ def submit_raw(course: Course, student: str, submission) -> None:
         (folder / f"{SECTION}.ipynb").write_text(submission, encoding="utf-8")
 
 
+def outputs(course: Course, student: str) -> str:
+    """Every output of the student's autograded notebook, as text."""
+    path = course.root / "autograded" / student / SECTION / f"{SECTION}.ipynb"
+    return json.dumps([c.get("outputs", []) for c in json.loads(path.read_text(encoding="utf-8"))["cells"]])
+
+
+def assert_sealed(course: Course, listener: Listener) -> None:
+    """The hostile submissions' forks were refused and their connections reached nothing."""
+    assert "FORK REFUSED" in outputs(course, "fork-bomb"), outputs(course, "fork-bomb")[-300:]
+    reached = outputs(course, "reaches-out")
+    assert "REACHED" not in reached and NOT_REACHED in reached, reached
+    assert listener.received == [], "the test's server on the grading machine was reached from the sandbox"
+
+
 @pytest.mark.slow
-def test_bad_submissions_cost_only_their_own_points(tmp_path, monkeypatch):
+def test_bad_submissions_cost_only_their_own_points(tmp_path, monkeypatch, listener):
     course = Course.create(tmp_path, [SECTION], extra_config=cell_timeouts(6))
-    plan = cases(course.release_notebook(SECTION))
+    source = course.root / "solutions" / SECTION / f"{SECTION}.ipynb"
+    source_before = (source.read_bytes(), source.stat().st_mtime_ns)
+    plan = cases(course.release_notebook(SECTION), listener.targets)
     for student, (submission, _, _) in plan.items():
         submit_raw(course, student, submission)
     monkeypatch.chdir(course.root)
@@ -175,5 +264,5 @@ def test_bad_submissions_cost_only_their_own_points(tmp_path, monkeypatch):
         assert got == expected, f"{student}: {got}"
         assert marker in course.feedback_html(student, SECTION), f"{student}: feedback lacks {marker!r}"
     assert (course.root / "submitted" / "invalid-json" / SECTION / f"{SECTION}.ipynb.broken").exists()
-    reference_solution = load_notebook("solutions", SECTION)
-    assert reference_solution  # the source notebook was not touched by grading
+    assert_sealed(course, listener)
+    assert (source.read_bytes(), source.stat().st_mtime_ns) == source_before, "grading touched the source notebook"

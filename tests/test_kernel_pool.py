@@ -17,13 +17,14 @@ needs_bwrap = pytest.mark.skipif(sandbox.unavailable_reason() is not None,
                                  reason=f"no sandbox on this machine: {sandbox.unavailable_reason()}")
 LAUNCHER = ["-m", "ipykernel_launcher", "-f", "{connection_file}"]
 
-# What a notebook could observe of its kernel, before importing anything itself.
+# What a notebook could observe of its kernel, before importing anything itself (nbclient tells a
+# kernel nothing of its notebook's path but the working directory: no JPY_SESSION_NAME, no __session__).
 OBSERVE = """
 import json, os, sys
 preloaded = 'torch' in sys.modules
 import matplotlib, torch
-env = dict(os.environ)
-print(json.dumps({"env": env, "pwd": env.pop("PWD") == os.getcwd(), "path": sys.path, "files": sorted(os.listdir('.')),
+print(json.dumps({"env": dict(os.environ), "cwd": os.getcwd(), "path": sys.path, "files": sorted(os.listdir('.')),
+                  "above": [sorted(os.listdir(up)) for up in ('..', '../..')], "session": globals().get('__session__'),
                   "backend": matplotlib.get_backend(), "seed": torch.initial_seed(), "preloaded": preloaded,
                   "uid": os.getuid(), "argv": sys.argv[1:2]}))
 """
@@ -106,14 +107,18 @@ def test_only_this_pythons_ipykernel_is_forked(argv, forkable):
 @pytest.mark.slow
 @needs_bwrap
 def test_a_forked_kernel_is_the_kernel_bwrap_would_start(tmp_path):
-    (tmp_path / "data.txt").write_text("the submission's own file")
+    folder = tmp_path / "autograded" / "alice" / "01_section"   # as nbgrader lays a submission out
+    folder.mkdir(parents=True)
+    (folder / "data.txt").write_text("the submission's own file")
     env = {**os.environ, "NBGRADER_EXECUTION": "autograde"}
-    started, forked, forked_again = (last_json(run(OBSERVE, tmp_path, manager=m, env=env)) for m in
+    started, forked, forked_again = (last_json(run(OBSERVE, folder, manager=m, env=env)) for m in
                                      (sandbox.SandboxedKernelManager, ForkingKernelManager, ForkingKernelManager))
     assert forked.pop("preloaded") and not started.pop("preloaded"), "the second one really was forked"
     assert len({started.pop("seed"), forked.pop("seed"), forked_again["seed"]}) == 3, "torch's seed is fresh in each"
     assert forked == started
+    assert forked["cwd"] == forked["env"]["PWD"] == str(folder), "both work in the notebook's own folder"
     assert forked["env"]["NBGRADER_EXECUTION"] == "autograde" and forked["files"] == ["data.txt"]
+    assert forked["above"] == [["01_section"], ["alice"]], "no other submission is in sight"
 
 
 @pytest.mark.slow

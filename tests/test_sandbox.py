@@ -49,9 +49,10 @@ def probe(paths: dict[str, str]) -> str:
 
 
 def detach(root: Path) -> str:
-    """A cell that starts a detached process which waits for grading to end, then writes full
-    marks into the gradebook and leaves a marker (in the notebook's folder, which it may write)."""
+    """A cell that starts a detached process which says it started, waits for grading to end, then
+    writes full marks into the gradebook and leaves a marker (in the notebook's folder, which it may write)."""
     later = ("import sqlite3, time, pathlib\n"
+             "pathlib.Path('detached-started.marker').write_text('x')\n"
              "time.sleep(4)\n"
              "pathlib.Path('outlived-grading.marker').write_text('x')\n"
              f"db = sqlite3.connect({str(root / 'gradebook.db')!r})\n"
@@ -150,7 +151,8 @@ def test_source_gradebook_other_students_home_and_other_kernels_are_invisible(co
     assert out.count("READ") == 1 and "READ other kernels" in out, "its own connection file, and no other"
     assert "another-kernels-secret-key" not in out
     listed = out[out.index("LISTED"):].split("\\n")[0]  # the line (outputs are JSON text: newlines escaped)
-    others = ("detacher", "zz-good", "submitted", "autograded", "gradebook.db")
+    # the folders on the way down to its own (``autograded``, its own name) are there, empty but for that way
+    others = ("detacher", "zz-good", "sigint-ignorer", "submitted", "gradebook.db", "nbgrader_config.py")
     assert not [name for name in others if name in listed], "the folders above the notebook's show no other student"
     assert scores(course)["reader"] == FULL
 
@@ -168,6 +170,7 @@ def test_the_sealed_kernel_still_knows_it_is_being_graded(course, parallel_run):
 @needs_bwrap
 def test_a_detached_process_dies_with_the_kernel_and_never_reaches_the_gradebook(course, parallel_run):
     assert parallel_run == 0
+    assert list(course.root.glob("autograded/detacher/**/detached-started.marker")), "the detached process never ran"
     assert not list(course.root.glob("**/outlived-grading.marker"))
     assert scores(course)["detacher"] == PROJECT_ZERO
 
