@@ -11,21 +11,25 @@ environment the checks rely on, never the mere mention of a common name (``self.
     ``get_ipython()``), or ``setattr`` / ``delattr`` on one;
   - rebinding a check the notebook imports, ``print`` or ``CheckError``, also through
     ``globals()[…]`` or ``globals().update``; changing ``sys.modules`` or a module's ``__dict__``;
-  - replacing a function's code (``f.__code__ = …``);
+  - replacing a function's code (``f.__code__ = …``) or a closure cell's contents;
   - touching IPython's exception or input/AST machinery (``set_custom_exc``, ``ast_transformers``, …);
   - importing ``importlib`` (reloading the checks resets their tamper detection) or ``ctypes``;
   - code built from strings: ``exec`` / ``eval`` / ``compile`` of anything but a string
     literal (a literal, like a ``%timeit`` line, is scanned as code itself).
 * ``uses-reference`` (see :func:`borrowed`): an exercise whose own code uses the course's
-  reference implementation scores 0 — not a demo cell the notebook invites the learner to edit.
+  reference implementation scores 0 — also through a name that a course cell bound to it
+  (:func:`course_bindings`: 08's ``ReferenceBlock``) — not a demo cell the notebook invites the
+  learner to edit.
 
-Whatever this scan cannot see (a module reached by a roundabout way) the checks' run-time
-tamper detection (``utils.checks.core``) still refuses to run on.
+Whatever this scan cannot see (a module reached by a roundabout way) the checks see at run time
+(``utils.checks.core``): a check refuses to judge when what it relies on was changed ([tampered],
+only the exercises whose checks rely on it lose their points) or when it is handed the reference.
 """
 from __future__ import annotations
 
 import ast
 import functools
+import symtable
 from collections.abc import Iterable
 from dataclasses import dataclass
 
@@ -36,7 +40,7 @@ ALWAYS_PROTECTED = {"print", "CheckError"}
 IPYTHON_HOOKS = {"set_custom_exc", "excepthook", "showtraceback", "_showtraceback", "showsyntaxerror",
                  "_render_traceback_", "custom_exceptions", "ast_transformers", "input_transformers_cleanup",
                  "input_transformers_post", "input_transformer_manager"}
-FUNCTION_INTERNALS = {"__code__", "__globals__", "__builtins__", "__defaults__", "__kwdefaults__"}
+FUNCTION_INTERNALS = {"__code__", "__globals__", "__builtins__", "__defaults__", "__kwdefaults__", "cell_contents"}
 RUNS_STRINGS = {"exec", "eval", "compile"}                      # builtins (not torch.compile, re.compile)
 SHELL_RUNS_STRINGS = {"run_cell", "run_line_magic", "run_cell_magic", "ex", "ev"}  # get_ipython().<these>
 MAGICS = {"run_line_magic", "run_cell_magic"}                    # %magic and %%magic: the code is the last argument
@@ -241,8 +245,102 @@ def _reference_imports(tree: ast.AST, exercises: set[str]) -> list[tuple[ast.stm
     return found
 
 
+@dataclass(frozen=True)
+class CourseBindings:
+    """What the released notebook's own code cells bind to the reference of one of its exercises."""
+    names: frozenset[str] = frozenset()    # ReferenceBlock, LM = mine_or_reference("DecoderLM", …), …
+    modules: frozenset[str] = frozenset()  # R of ``import utils.reference as R``: R.Block is bound, R.Head is not
+
+
+def _module_level(tree: ast.Module):
+    """The statements of a cell outside any function or class body (those themselves included)."""
+    todo = list(tree.body)
+    while todo:
+        stmt = todo.pop(0)
+        yield stmt
+        if not isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            todo += [child for child in ast.iter_child_nodes(stmt) if isinstance(child, ast.stmt)]
+
+
+def _is_reference_module(node: ast.AST, modules: frozenset[str] | set[str]) -> bool:
+    """``R`` (bound to utils.reference) or ``utils.reference`` itself."""
+    if isinstance(node, ast.Name):
+        return node.id in modules
+    return (isinstance(node, ast.Attribute) and node.attr == "reference" and isinstance(node.value, ast.Name)
+            and node.value.id == "utils")
+
+
+def _holds_reference(node: ast.AST, names: set[str], modules: set[str], exercises: set[str]) -> bool:
+    """Whether the expression is an exercise's reference: a name bound to it, ``R.Block``, or
+    ``mine_or_reference("Block", Block)`` (the reference until the learner's own passes)."""
+    if isinstance(node, ast.Name):
+        return node.id in names
+    if isinstance(node, ast.Attribute):
+        return node.attr in exercises and _is_reference_module(node.value, modules)
+    first = node.args[0] if _call_name(node) == "mine_or_reference" and node.args else None
+    return isinstance(first, ast.Constant) and first.value in exercises
+
+
+def _uses_reference(node: ast.AST, names: set[str], modules: set[str], exercises: set[str]) -> bool:
+    """Whether code (a course function) imports an exercise's reference or reads something holding it."""
+    return any(isinstance(n, ast.ImportFrom) and (n.module or "").startswith("utils.reference")
+               and any(a.name in exercises or a.name == "*" for a in n.names)
+               or isinstance(n, (ast.Name, ast.Attribute, ast.Call)) and _holds_reference(n, names, modules, exercises)
+               for n in ast.walk(node))
+
+
+def course_bindings(sources: Iterable[str], exercises: Iterable[str]) -> CourseBindings:
+    """The names that the course's code cells (``sources``) bind to the reference of one of this
+    notebook's ``exercises``: imported (``from utils.reference import Block as ReferenceBlock``), taken
+    from the module (``X = R.Block``), ``X = mine_or_reference("Block", Block)``, an alias of such a
+    name, a class deriving from one, a function using one (08's ``reference_block(C)``, which imports
+    the reference inside and returns one). Names bound to earlier sections' components (08's
+    ``CausalSelfAttention``) are given building blocks: not among them."""
+    exercises = set(exercises)
+    statements = [stmt for parsed in map(parse, sources) if parsed for stmt in _module_level(parsed[0])]
+    names, modules = set(), set()
+    for stmt in statements:
+        if isinstance(stmt, ast.ImportFrom) and (stmt.module or "").startswith("utils.reference"):
+            names |= exercises if any(a.name == "*" for a in stmt.names) else \
+                {a.asname or a.name for a in stmt.names if a.name in exercises}
+        elif isinstance(stmt, ast.ImportFrom) and stmt.module == "utils":
+            modules |= {a.asname or a.name for a in stmt.names if a.name == "reference"}
+        elif isinstance(stmt, ast.Import):
+            modules |= {a.asname for a in stmt.names if a.name == "utils.reference" and a.asname}
+    while True:
+        more = set()
+        for stmt in statements:
+            if isinstance(stmt, ast.Assign) and _holds_reference(stmt.value, names, modules, exercises):
+                more |= {t.id for t in stmt.targets if isinstance(t, ast.Name)}
+            elif isinstance(stmt, ast.ClassDef) and any(_holds_reference(b, names, modules, exercises)
+                                                        for b in stmt.bases):
+                more.add(stmt.name)
+            elif isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef)) and _uses_reference(stmt, names, modules,
+                                                                                              exercises):
+                more.add(stmt.name)
+        if more <= names:
+            return CourseBindings(frozenset(names), frozenset(modules))
+        names |= more
+
+
 def _names_used(node: ast.AST) -> set[str]:
     return {n.id for n in ast.walk(node) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load)}
+
+
+def _global_reads(cell: tuple[ast.Module, list[str]]) -> set[str]:
+    """The names a cell reads from the notebook's namespace: not a function's own parameters and locals."""
+    tree, lines = cell
+    try:
+        scopes = [symtable.symtable("\n".join(lines), "<cell>", "exec")]
+    except SyntaxError:
+        return _names_used(tree)
+    found = set()
+    while scopes:
+        scope = scopes.pop()
+        scopes += scope.get_children()
+        found |= {s.get_name() for s in scope.get_symbols()
+                  if s.is_referenced() and (s.is_global() or scope.get_type() == "module")}
+    return found
 
 
 def _names_bound(stmt: ast.stmt) -> set[str]:
@@ -251,10 +349,11 @@ def _names_bound(stmt: ast.stmt) -> set[str]:
     return {n.id for t in _targets(stmt) for n in ast.walk(t) if isinstance(n, ast.Name)}
 
 
-def _tainted(trees: list[ast.Module], exercises: set[str]) -> set[str]:
-    """Names that hold the reference: bound by importing it, or (transitively) by a top-level
-    definition or assignment that uses such a name."""
+def _tainted(trees: list[ast.Module], exercises: set[str], course: CourseBindings) -> set[str]:
+    """Names that hold the reference: bound to it by the course's cells, bound by importing it, or
+    (transitively) by a top-level definition or assignment that uses such a name."""
     tainted = {name for tree in trees for _, names in _reference_imports(tree, exercises) for name in names}
+    tainted |= course.names
     statements = [stmt for tree in trees for stmt in tree.body]
     while True:
         more = {name for stmt in statements if _names_used(stmt) & tainted for name in _names_bound(stmt)} - tainted
@@ -264,37 +363,44 @@ def _tainted(trees: list[ast.Module], exercises: set[str]) -> set[str]:
 
 
 def _evidence(cell: tuple[ast.Module, list[str]], exercise: str, own: bool, exercises: set[str],
-              tainted: set[str]) -> str | None:
+              tainted: set[str], course: CourseBindings) -> str | None:
     """The line showing that ``exercise`` is the reference: in its own solution cell (``own``) an
-    import of the reference or a use of a name holding it; in any cell, an import that binds
-    the exercise's own name."""
+    import of the reference, a read of a name holding it or of ``R.<exercise>``; in any cell, an
+    import that binds the exercise's own name."""
     tree, lines = cell
     imports = _reference_imports(tree, exercises)
     nodes = [stmt for stmt, names in imports if own or exercise in names]
     if own and not nodes:
-        nodes = [n for n in ast.walk(tree)
-                 if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load) and n.id in tainted]
+        reads = _global_reads(cell)
+        nodes = sorted((n for n in ast.walk(tree)
+                        if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load) and n.id in tainted & reads
+                        or isinstance(n, ast.Attribute) and n.attr in exercises
+                        and _is_reference_module(n.value, course.modules & reads)),
+                       key=lambda n: n.lineno)
     return lines[nodes[0].lineno - 1].strip() if nodes else None
 
 
-def borrowed(solutions: dict[str, str], others: list[str]) -> dict[str, Finding]:
+def borrowed(solutions: dict[str, str], others: list[str],
+             course: CourseBindings = CourseBindings()) -> dict[str, Finding]:
     """exercise -> why its own code counts as the course's reference implementation.
 
     ``solutions`` maps each exercise to its solution cell; ``others`` are the other code cells
-    the student wrote or changed (helpers, edited demos). An exercise is borrowed when its
-    solution cell imports the reference or uses a name that holds it (even through a helper
-    cell), or when some cell binds the exercise's own name to the reference. A demo cell that
-    imports the reference under another name (05: ``… import MultiHeadAttention as
-    ReferenceMHA``) borrows nothing as long as no solution uses what it defines.
+    the student wrote or changed (helpers, edited demos); ``course`` what the unchanged course
+    cells bind to the reference (:func:`course_bindings`). An exercise is borrowed when its
+    solution cell imports the reference or reads a name that holds it (even through a helper
+    cell; a function's own parameters and locals are not such reads), or when some cell binds
+    the exercise's own name to the reference. A cell that binds the reference under another name
+    (05: ``… import MultiHeadAttention as ReferenceMHA``) borrows nothing as long as no solution
+    uses what it binds.
     """
     exercises = set(solutions)
     parsed = {key: parse(src) for key, src in [*solutions.items(), *enumerate(others)]}
     parsed = {key: p for key, p in parsed.items() if p is not None}
-    tainted = _tainted([tree for tree, _ in parsed.values()], exercises)
+    tainted = _tainted([tree for tree, _ in parsed.values()], exercises, course)
     found = {}
     for exercise in solutions:
         for key, cell in parsed.items():
-            line = _evidence(cell, exercise, key == exercise, exercises, tainted)
+            line = _evidence(cell, exercise, key == exercise, exercises, tainted, course)
             if line is not None:
                 found[exercise] = Finding("uses-reference", line, "使用了课程的参考实现 utils.reference")
                 break

@@ -1,4 +1,5 @@
-"""The course's notebook conventions: cell kinds, nbgrader metadata, canonical JSON.
+"""The course's notebook format: nbgrader metadata, canonical JSON, the "cells" text format
+(the conventions of cell kinds and grade_ids are utils/notebook.py's, re-exported here).
 
 Authors may edit solutions/*.ipynb in JupyterLab (nbgrader's "Create Assignment" toolbar)
 or as plain text in the "cells" format below, which round-trips exactly:
@@ -25,8 +26,13 @@ from pathlib import Path
 
 import nbformat
 
+# The conventions themselves live in utils/notebook.py (the learner side reads notebooks too); re-exported here.
+from utils.notebook import KINDS, cell_kind, exercise_of, exercises, grade_id, points, visible_and_hidden
+
+__all__ = ["KINDS", "SCHEMA", "canonical", "cell_kind", "dumps", "exercise_of", "exercises", "grade_id", "make_cell",
+           "nbgrader_meta", "new_notebook", "pack", "points", "read", "unpack", "visible_and_hidden"]
+
 SCHEMA = 3
-KINDS = ("markdown", "code", "solution", "test", "answer", "export")
 _HEADER = re.compile(r"^%% (\w+)(?: (\S+))?(?: (\d+))?\s*$")
 
 
@@ -41,51 +47,6 @@ def nbgrader_meta(kind: str, grade_id: str | None, points: int | None) -> dict |
         return {"grade": True, "grade_id": grade_id, "locked": False, "points": points,
                 "schema_version": SCHEMA, "solution": True}
     return None
-
-
-def cell_kind(cell: dict) -> str:
-    meta = cell.get("metadata", {})
-    nbg = meta.get("nbgrader")
-    if nbg:
-        if nbg.get("solution") and not nbg.get("grade"):
-            return "solution"
-        if nbg.get("grade") and not nbg.get("solution"):
-            return "test"
-        if nbg.get("grade") and nbg.get("solution"):
-            return "answer"
-    if "export" in meta.get("tags", []):
-        return "export"
-    return cell["cell_type"]
-
-
-# --- what a grade_id says (the one home of these conventions) -------------------------------
-
-def grade_id(cell: dict) -> str:
-    """The cell's nbgrader grade_id ("" for a cell nbgrader does not know)."""
-    return cell.get("metadata", {}).get("nbgrader", {}).get("grade_id", "")
-
-
-def exercises(nb: dict) -> list[str]:
-    """The graded exercises of a notebook: the grade_ids of its solution cells, in order."""
-    return [grade_id(cell) for cell in nb["cells"] if cell_kind(cell) == "solution"]
-
-
-def visible_and_hidden(exercise: str) -> tuple[str, str]:
-    """The grade_ids of an exercise's visible and hidden test cells."""
-    return f"test_{exercise}", f"test_{exercise}_hidden"
-
-
-def exercise_of(test_grade_id: str) -> str | None:
-    """test_softmax -> softmax, test_softmax_hidden -> softmax; None for a cell that is no test."""
-    if not test_grade_id.startswith("test_"):
-        return None
-    return test_grade_id[len("test_"):].removesuffix("_hidden") or None
-
-
-def points(nb: dict) -> dict[str, float]:
-    """grade_id -> points of every graded cell (tests and manually graded answers)."""
-    return {grade_id(c): float(c["metadata"]["nbgrader"]["points"]) for c in nb["cells"]
-            if cell_kind(c) in ("test", "answer")}
 
 
 def make_cell(kind: str, source: str, grade_id: str | None = None, points: int | None = None) -> dict:

@@ -4,9 +4,9 @@ The integrity scan (autograder/integrity.py) must not take points for code that 
 unusual: weight-initialisation loops over ``self.modules()``, ``apply`` / ``named_modules`` /
 ``state_dict``, debugging prints and introspection (``__dict__``, ``inspect``, ``gc``,
 ``globals()``), ``%timeit``, an edited demo cell that imports the reference under another
-name (05's ``ReferenceMHA``), extra helper cells and figures from ``utils.plotting``. Section 05
-is graded: its exercises are ``nn.Module``s, as in every later section. The hostile corpus that
-must keep scoring 0 is tests/test_bad_submissions.py.
+name (05's counting demo rewritten to use ``ReferenceMHA``), extra helper cells and figures from
+``utils.plotting``. Section 05 is graded: its exercises are ``nn.Module``s, as in every later
+section. The hostile corpus that must keep scoring 0 is tests/test_bad_submissions.py.
 """
 from __future__ import annotations
 
@@ -20,7 +20,7 @@ from .conftest import load_notebook
 from .nbgrader_course import Course, with_solution
 
 SECTION = "05_multi_head_attention"
-REFERENCE_DEMO = "from utils.reference import MultiHeadAttention as ReferenceMHA"
+REFERENCE_DEMO = "def reference_mha(C, H):"   # the counting demo, which imports the reference inside
 HEAD_IMPORT = "from utils.reference import Head"
 
 INIT_LOOPS = '''class MultiHeadAttention(nn.Module):
@@ -135,7 +135,8 @@ def test_honest_submissions_get_full_marks(tmp_path):
                                               {"MultiHeadAttention": [PLOT, HELPER]}, demo=EDITED_DEMO),
     }
     for student, nb in students.items():
-        assert sum(REFERENCE_DEMO in "".join(c["source"]) for c in nb["cells"]) == 1, "the demo cell is graded"
+        assert sum(marker in "".join(c["source"]) for c in nb["cells"] for marker in (REFERENCE_DEMO, "ReferenceMHA")
+                   ) == 1, "the demo cell is graded"
         course.submit(student, SECTION, nb)
     course.nbgrader("autograde", SECTION)
     course.nbgrader("generate_feedback", SECTION)

@@ -27,9 +27,8 @@ from pathlib import Path
 import nbformat
 from nbclient import NotebookClient
 
-from autograder.config import TEXT_STUB
-from autograder.notebook_format import cell_kind
 from utils.checks.core import FAIL_MARK, PASS_MARK
+from utils.notebook import TEXT_STUB, cell_kind
 
 ROOT = Path(__file__).resolve().parents[1]
 # Seconds a cell may take: an exercise or its check (a learner's endless loop is reported, not

@@ -6,12 +6,14 @@ from __future__ import annotations
 
 import builtins
 import contextlib
+import dis
 import functools
 import inspect
 import re
 import sys
 import time
 import traceback
+import types
 import unicodedata
 import warnings
 from collections.abc import Callable, Sequence
@@ -68,6 +70,179 @@ def _tampered() -> str | None:
     return None
 
 
+# --- the checks guard themselves ---------------------------------------------------------------
+# Learner code can reach the checks' own modules (``sys.modules[...]``, ``check_x.__globals__``)
+# in ways no static scan sees. So when the package has been imported (install_notebook_hooks), each
+# check is sealed: what it relies on inside utils.checks is recorded, and before judging the check
+# refuses to run when any of it changed, whatever changed it ([tampered], naming what changed):
+# * every global name that its code, and the code of every function it reaches, loads — the object
+#   bound (and it missing: a new global would shadow a builtin) and, for a list, dict, tensor, …,
+#   its contents, deeply (a table of cases emptied in place);
+# * each reached function's __code__, __defaults__, __kwdefaults__, __globals__ and closure cells,
+#   and each reached class's __dict__ and __bases__ (functions and classes of utils.checks only);
+# * all of this module, the machinery every check runs: a change here affects every check.
+# So a check is affected by a change of what it actually uses, and by any change of core: another
+# check, even of the same section, keeps judging. Not watched: what the checks change themselves as
+# they run — a global that a function of its module rebinds (``global``) and the caches below.
+_PACKAGE = __name__.rpartition(".")[0]
+_RUNTIME_STATE = {__name__: {"_PASSED"}, f"{_PACKAGE}.oracle": {"_STORED"}}
+_DATA = (dict, list, tuple, set, types.SimpleNamespace, torch.Tensor)
+_MISSING = object()
+
+
+def _ours(module_name) -> bool:
+    return isinstance(module_name, str) and (module_name == _PACKAGE or module_name.startswith(f"{_PACKAGE}."))
+
+
+class _TensorSnapshot:
+    """A tensor's dtype, shape and bytes; equal to a tensor that still holds them."""
+
+    def __init__(self, tensor: torch.Tensor):
+        self.dtype, self.shape, self.data = tensor.dtype, tensor.shape, self._bytes(tensor)
+
+    @staticmethod
+    def _bytes(tensor: torch.Tensor) -> bytes:
+        flat = tensor.detach().cpu().contiguous().reshape(-1)
+        return (flat.to(torch.uint8) if flat.dtype == torch.bool else flat).view(torch.uint8).numpy().tobytes()
+
+    def __eq__(self, other) -> bool:
+        return (isinstance(other, torch.Tensor) and other.dtype == self.dtype and other.shape == self.shape
+                and self._bytes(other) == self.data)
+
+    __hash__ = None
+
+
+def _snapshot(value):
+    """A deep copy of a value's data that compares equal (``snapshot == value``, at C speed: the
+    unchanged leaves are the same objects) as long as the value holds the same data."""
+    if isinstance(value, torch.Tensor):
+        return _TensorSnapshot(value)
+    if isinstance(value, dict):
+        return {key: _snapshot(item) for key, item in value.items()}
+    if isinstance(value, (list, tuple)):
+        return type(value)(map(_snapshot, value)) if type(value) in (list, tuple) else value
+    if isinstance(value, set):
+        return set(value)
+    if isinstance(value, types.SimpleNamespace):
+        return types.SimpleNamespace(**_snapshot(vars(value)))
+    return value
+
+
+def _cells(fn) -> tuple:
+    values = []
+    for cell in fn.__closure__ or ():
+        try:
+            values.append(cell.cell_contents)
+        except ValueError:  # an empty cell
+            values.append(_MISSING)
+    return tuple(values)
+
+
+def _codes(code: types.CodeType):
+    yield code
+    for const in code.co_consts:
+        if isinstance(const, types.CodeType):
+            yield from _codes(const)
+
+
+def _rebound(namespace: dict) -> set[str]:
+    """The globals of a module that its own functions rebind (``global x; x = …``)."""
+    functions = [inspect.unwrap(value) for value in namespace.values() if callable(value)]
+    return {ins.argval for fn in functions if isinstance(fn, types.FunctionType)
+            and fn.__globals__ is namespace for code in _codes(fn.__code__)
+            for ins in dis.get_instructions(code) if ins.opname in ("STORE_GLOBAL", "DELETE_GLOBAL")}
+
+
+def _same_name(namespace: dict, name: str, bound, data) -> bool:
+    value = namespace.get(name, _MISSING)
+    return value is bound and (data is _MISSING or data == value)
+
+
+def _same_function(fn, code, defaults, kwdefaults, namespace, cells) -> bool:
+    return (fn.__code__ is code and fn.__globals__ is namespace and defaults == fn.__defaults__
+            and kwdefaults == fn.__kwdefaults__ and cells == _cells(fn))
+
+
+def _same_class(cls, attributes, bases) -> bool:
+    return cls.__bases__ == bases and tuple(vars(cls).items()) == attributes
+
+
+class _Seal:
+    """What each check relies on, recorded once (see above); ``changed(name)`` says what differs now."""
+
+    def __init__(self):
+        self.checks: dict[str, Callable] = {}
+        self.probes: dict[str, tuple] | None = None   # check name -> probes; None until sealed
+        self._state: dict[str, set[str]] = {}
+
+    def register(self, name: str, wrapper: Callable) -> None:
+        self.checks[name] = wrapper
+        if self.probes is not None:  # a check defined after the package was sealed
+            self.probes[name] = self._core + self._walk([wrapper], set(self._core_seen))[0]
+
+    def seal(self) -> None:
+        """Record every registered check's probes (at the end of the package's import)."""
+        self._core, self._core_seen = self._walk([sys.modules[__name__]], set())
+        self.probes = {}
+        for name, wrapper in self.checks.items():
+            self.register(name, wrapper)
+
+    def changed(self, name: str) -> str | None:
+        """What the check ``name`` relies on that is no longer as it was sealed, if anything."""
+        if self.probes is None:
+            self.seal()
+        for same, label, *recorded in self.probes.get(name, ()):
+            if not same(*recorded):
+                return label
+        return None
+
+    def _walk(self, roots: list, seen: set) -> tuple[tuple, set]:
+        probes, todo = [], list(roots)
+        while todo:
+            obj = todo.pop()
+            if id(obj) in seen:
+                continue
+            seen.add(id(obj))
+            if isinstance(obj, types.ModuleType) and _ours(obj.__name__):
+                todo += self._names(probes, seen, vars(obj), vars(obj))
+            elif isinstance(obj, types.FunctionType) and _ours(obj.__globals__.get("__name__")):
+                probes.append((_same_function, f"{obj.__module__}.{obj.__qualname__} 的代码、默认参数或闭包", obj,
+                               obj.__code__, _snapshot(obj.__defaults__), _snapshot(obj.__kwdefaults__),
+                               obj.__globals__, _cells(obj)))
+                names = {name for code in _codes(obj.__code__) for name in code.co_names}
+                todo += self._names(probes, seen, obj.__globals__, names)
+                todo += [*_cells(obj), *(obj.__defaults__ or ()), *(obj.__kwdefaults__ or {}).values()]
+            elif isinstance(obj, type) and _ours(obj.__module__):
+                probes.append((_same_class, f"类 {obj.__module__}.{obj.__qualname__}", obj, tuple(vars(obj).items()),
+                               obj.__bases__))
+                for value in vars(obj).values():
+                    todo += [getattr(value, part) for part in ("__func__", "fget", "fset", "fdel")
+                             if getattr(value, part, None) is not None] or [value]
+            elif callable(obj) and hasattr(obj, "__wrapped__"):  # functools.lru_cache and the like
+                todo.append(obj.__wrapped__)
+        return tuple(probes), seen
+
+    def _names(self, probes: list, seen: set, namespace: dict, names) -> list:
+        """Probe each of ``names`` in ``namespace``; the objects bound, to walk on."""
+        module = namespace.get("__name__")
+        if module not in self._state:
+            self._state[module] = _RUNTIME_STATE.get(module, set()) | _rebound(namespace)
+        found = []
+        for name in names:
+            key = (id(namespace), name)
+            if key in seen or name.startswith("__") or name in self._state[module]:
+                continue
+            seen.add(key)
+            value = namespace.get(name, _MISSING)
+            probes.append((_same_name, f"{module}.{name}", namespace, name, value,
+                           _snapshot(value) if isinstance(value, _DATA) else _MISSING))
+            found.append(value)
+        return found
+
+
+_SEAL = _Seal()
+
+
 class CheckError(AssertionError):
     """A failed check: ``[code] finding`` plus the misconception and a hint, in Chinese.
 
@@ -96,13 +271,24 @@ def _explain_name_error(shell, etype, value, tb, tb_offset=None):
     return None
 
 
-def install_notebook_hooks() -> None:
-    """Called once on import inside IPython/Jupyter; does nothing elsewhere."""
+def _shell():
     try:
-        shell = get_ipython()  # noqa: F821  (defined inside IPython only)
+        return get_ipython()  # noqa: F821  (defined inside IPython only)
     except NameError:
-        return
-    shell.set_custom_exc((NameError,), _explain_name_error)
+        return None
+
+
+# Learner code is judged in a notebook kernel; the course's own tests and benchmark run the checks
+# on the reference itself, outside one.
+_IN_NOTEBOOK = _shell() is not None
+
+
+def install_notebook_hooks() -> None:
+    """Called once, when the package has imported every check: seals the checks (see _Seal) and,
+    inside IPython/Jupyter, installs the hooks."""
+    _SEAL.seal()
+    if _IN_NOTEBOOK:
+        _shell().set_custom_exc((NameError,), _explain_name_error)
 
 
 def _learner_line(err: BaseException) -> str:
@@ -138,6 +324,8 @@ def call(candidate: Callable, *args, **kwargs):
 
 def check(name: str):
     """Decorate ``check_<name>(candidate, ...)``: time it, print the pass line, remember it."""
+    seal = _SEAL  # held by the wrapper: rebinding core._SEAL changes nothing (and is itself a change)
+
     def decorate(fn: Callable) -> Callable:
         @functools.wraps(fn)
         def wrapper(candidate, *args, **kwargs):
@@ -148,6 +336,12 @@ def check(name: str):
             replaced = _tampered()
             if replaced:
                 raise CheckError("tampered", f"检测到 {replaced} 被替换了，检查无法可信地运行。")
+            changed = seal.changed(name)
+            if changed:
+                raise CheckError("tampered", f"检测到检查依赖的 {changed} 被改动了，检查无法可信地运行。")
+            twin = _IN_NOTEBOOK and reference_twin(name, candidate)
+            if twin:
+                raise CheckError("uses-reference", f"{name} {twin}，不能算作你自己的实现。")
             threads = torch.get_num_threads()
             torch.set_num_threads(1)  # tiny tensors: one thread is fastest, and stays fast on a busy CPU
             try:
@@ -157,18 +351,45 @@ def check(name: str):
                 torch.set_num_threads(threads)
             _PASSED[name] = candidate
             print(f"{PASS_MARK} {name} 通过全部检查（{time.perf_counter() - start:.2f} 秒）")
+        seal.register(name, wrapper)
         return wrapper
     return decorate
+
+
+def reference_twin(name: str, candidate) -> str | None:
+    """How ``candidate`` is the course's reference ``name`` (the object itself, a subclass of it, or a
+    function running its code), if it is; None also when there is no reference to compare with."""
+    try:
+        from .. import reference
+    except ImportError:
+        return None
+    original = getattr(reference, name, None)
+    if original is None:
+        return None
+    if candidate is original:
+        return f"就是课程的参考实现 utils.reference.{name}"
+    if isinstance(candidate, type) and isinstance(original, type) and issubclass(candidate, original):
+        return f"继承了课程的参考实现 utils.reference.{name}"
+    code = getattr(inspect.unwrap(candidate), "__code__", None)
+    if code is not None and code is getattr(inspect.unwrap(original), "__code__", None):
+        return f"运行的是课程参考实现 utils.reference.{name} 的代码"
+    return None
 
 
 def mine_or_reference(name: str, candidate):
     """The learner's implementation if it passed its check, else the course's reference.
 
-    Demos call this so that a notebook keeps running when an exercise is not done yet.
+    Demos call this so that a notebook keeps running when an exercise is not done yet. The class
+    edition holds no reference of an open assignment: there it is a stand-in that, once the demo uses
+    it, says in one line that the demo needs the exercise first (utils/learner_solutions.py).
     """
     if candidate is not None and _PASSED.get(name) is candidate:
         return candidate
     from .. import reference
+    if name in getattr(reference, "_OPEN", ()):
+        from ..learner_solutions import Pending
+        return Pending(name, f"这个演示要用到你的 {name}：先让它通过上面的检查，再运行这个单元格"
+                             "（班级版课程包里没有还没截止的作业的参考实现）。")
     print(f"（你的 {name} 还没有通过检查，下面的演示暂用课程的参考实现。）")
     return getattr(reference, name)
 
