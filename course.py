@@ -5,6 +5,8 @@
     python3 course.py test     set up .venv with test tools and run the whole test suite
     python3 course.py build    regenerate utils/reference/ and notebooks/ from solutions/
     python3 course.py progress where am I: every exercise of your notebooks passed, failed or not started
+    python3 course.py edition student OUT [--answers-through SECTION]
+                               build the class edition students install (no answer to an open assignment)
     python3 course.py setup    only create / update .venv
 
 Only the standard library is used here, so it runs on a bare Python >= 3.10.
@@ -90,13 +92,18 @@ def build(args: list[str]) -> None:
     run(python, "-m", "autograder.build", *args)
 
 
+def edition(args: list[str]) -> None:
+    python = setup()
+    run(python, "-m", "autograder.edition", *args)
+
+
 def progress() -> None:
     python = setup()
     run(python, "-m", "utils.progress")
 
 
 COMMANDS = {"setup": lambda _args: setup(), "lab": lab, "test": test, "build": build,
-            "progress": lambda _args: progress()}
+            "progress": lambda _args: progress(), "edition": edition}
 
 if __name__ == "__main__":
     if len(sys.argv) < 2 or sys.argv[1] not in COMMANDS:

@@ -4,6 +4,8 @@
 * utils/reference/__init__.py   re-exports every graded name
 * docs/misconceptions.md        the table of check codes
 * utils/data/course_prose.txt   the prose of every section, the text section 10's model learns
+* utils/checks/fixtures/*.pt    what the checks' oracles return on the visible cases: the class edition's
+                                checks compare with these (autograder/fixtures.py)
 * notebooks/<id>/<id>.ipynb     learner notebooks, made by `nbgrader generate_assignment`
 
     python -m autograder.build            (what `python3 course.py build` runs)
@@ -22,6 +24,7 @@ from pathlib import Path
 
 from utils.checks.codes import markdown_table
 
+from . import fixtures
 from .config import RELEASE_DIR, SOURCE_DIR
 from .notebook_format import canonical, cell_kind, dumps, exercises, read
 
@@ -62,11 +65,14 @@ def relative_imports(source: str, defined_in: dict[str, str]) -> str:
     return re.sub(r"^(\s*)from utils\.reference import ([^#\n]+?)(?=\s*(#|$))", rewrite, source, flags=re.M)
 
 
-def reference_module(section_id: str, nb: dict, defined_in: dict[str, str]) -> tuple[str, list[str]]:
-    """The module text and the graded names it defines."""
-    names, blocks = exercises(nb), []
+def reference_module(section_id: str, nb: dict, defined_in: dict[str, str],
+                     kinds: tuple[str, ...] = ("solution", "export")) -> tuple[str, list[str]]:
+    """The module text and the graded names it defines (``kinds``: the cells it is made of; the
+    class edition's module of an open section has the given ``export`` cells only)."""
+    names = exercises(nb) if "solution" in kinds else []
+    blocks = []
     for cell in nb["cells"]:
-        if cell_kind(cell) in ("solution", "export"):
+        if cell_kind(cell) in kinds:
             blocks.append(relative_imports(strip_markers(cell["source"]), defined_in))
     src = f"{SOURCE_DIR}/{section_id}/{section_id}.ipynb"
     body = "\n\n\n".join(blocks)
@@ -156,6 +162,7 @@ def main(only: list[str] | None = None) -> None:
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text(text, encoding="utf-8")
         print(f"wrote {path.relative_to(ROOT)}")
+    fixtures.main()
     for sid, text in learner_notebooks(only=only).items():
         out = ROOT / RELEASE_DIR / sid / f"{sid}.ipynb"
         out.parent.mkdir(parents=True, exist_ok=True)

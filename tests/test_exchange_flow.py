@@ -2,9 +2,11 @@
 
 One temporary copy of the course (solutions/ + nbgrader_config.py), one exchange directory
 (chmod 1777) and three simulated students, each with their own HOME (same OS user, so
-``ExchangeCollect.check_owner=False``), for two sections:
+``ExchangeCollect.check_owner=False``), for two sections. The students work in the class edition
+(``course.py edition student``, installed into an environment of their own: no answer of either
+section), the instructor grades with the full course:
 
-    generate_assignment → release_assignment → fetch_assignment (students) → edit → submit
+    generate_assignment → release_assignment → fetch_assignment (students) → edit → validate → submit
     → collect → autograde → manual grading (Gradebook, as the formgrader does)
     → generate_feedback → release_feedback → fetch_feedback (students) → export
 
@@ -34,6 +36,7 @@ from autograder.config import TEXT_STUB
 from autograder.notebook_format import grade_id, points, visible_and_hidden
 
 from .bugbank import all_variants
+from .class_edition import install
 from .conftest import ROOT, load_notebook
 from .nbgrader_course import Course, slim, with_solution
 
@@ -138,8 +141,8 @@ class Instructor:
 
 
 class Student:
-    def __init__(self, student_id: str, home: Path, exchange: Path):
-        self.id, self.home = student_id, home
+    def __init__(self, student_id: str, home: Path, exchange: Path, python: Path):
+        self.id, self.home, self.python = student_id, home, python   # python: the class edition's
         home.mkdir(parents=True)
         # What /etc/jupyter/nbgrader_config.py gives every student on a shared server.
         (home / ".jupyter").mkdir()
@@ -148,7 +151,7 @@ class Student:
             f"c.CourseDirectory.course_id = {COURSE_ID!r}\n", encoding="utf-8")
 
     def nbgrader(self, *args: str) -> subprocess.CompletedProcess:
-        return run([sys.executable, "-m", "nbgrader", *args, "--log-level=WARN"], self.home, self.home)
+        return run([str(self.python), "-m", "nbgrader", *args, "--log-level=WARN"], self.home, self.home)
 
     def notebook(self, section: str) -> Path:
         return self.home / section / f"{section}.ipynb"
@@ -173,7 +176,20 @@ class Student:
             assert all(TEXT_STUB in "".join(c["source"]) for c in released["cells"]
                        if grade_id(c).startswith("answer_"))
             self.work_on(section)
+            if section == S01:
+                self.validate(section)
             self.nbgrader("submit", section, f"--student={self.id}")
+
+    def validate(self, section: str) -> None:
+        """`nbgrader validate` runs the notebook in the class edition: its visible checks diagnose."""
+        out = subprocess.run([str(self.python), "-m", "nbgrader", "validate", str(self.notebook(section))],
+                             cwd=self.home, env=clean_env(self.home), capture_output=True, text=True).stdout
+        for exercise, variant_id in PLAN[self.id][section].items():
+            code = "not-implemented" if variant_id is STUB else BANK[variant_id].expected
+            if code:
+                assert f"[{code}]" in out, f"{self.id}: validate shows no [{code}]:\n{out}"
+        assert ("VALIDATION FAILED" in out) == any(
+            v is STUB or BANK[v].expected for v in PLAN[self.id][section].values()), out
 
     def feedback(self, section: str) -> str:
         [html] = (self.home / section / "feedback").glob(f"*/{section}.html")  # <timestamp>/<nb>.html
@@ -217,7 +233,8 @@ def test_release_collect_grade_feedback_export_through_the_exchange(tmp_path):
     (tmp_path / "home").mkdir()
     teacher = Instructor(course, exchange, tmp_path / "home" / "instructor")
     teacher.home.mkdir()
-    students = [Student(s, tmp_path / "home" / s, exchange) for s in STUDENTS]
+    python = install(tmp_path / "edition", answers_through=None).python
+    students = [Student(s, tmp_path / "home" / s, exchange, python) for s in STUDENTS]
 
     # Roster, then release both sections.
     (course / "students.csv").write_text(

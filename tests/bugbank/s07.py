@@ -229,6 +229,14 @@ VARIANTS = [
             P = len(cache)""", attend="""att = q @ k.transpose(-2, -1) / math.sqrt(self.head_dim)
         att = att.masked_fill(~self.tril[P:P + T, :S], float("-inf"))
         y = att.softmax(dim=-1) @ v""")),
+    # right without a cache, but the cache holds H heads instead of Hkv: the check's cache sees what it is given
+    wrong("GroupedQueryAttention", "cache-after-repeat", "wrong", gqa(cache="""r = self.n_head // self.n_kv_head
+        k, v = k.repeat_interleave(r, dim=1), v.repeat_interleave(r, dim=1)
+        if cache is not None:
+            k, v = cache.update(k, v)""", repeat="pass")),
+    wrong("GroupedQueryAttention", "update-twice", "cache-reappends", gqa(cache="""if cache is not None:
+            cache.update(k, v)
+            k, v = cache.update(k, v)""")),
     wrong("GroupedQueryAttention", "no-mask", "not-causal", gqa(attend="y = F.scaled_dot_product_attention(q, k, v)")),
     wrong("GroupedQueryAttention", "no-o-proj", "proj-missing", gqa(out="return y")),
     wrong("GroupedQueryAttention", "kv-full-width", "linear-layout", gqa(kv_width="n_embed")),

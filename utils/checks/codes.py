@@ -25,6 +25,9 @@ CODES: dict[str, tuple[str, str]] = {
                     "提交前不要调用 exit/sys.exit/os._exit；用 Restart & Run All 确认 notebook 能从头跑到尾。"),
     "timeout": ("某个单元格运行时间过长（可能是死循环），评分时被中断。", "检查循环的结束条件；评分时每个单元格都有时间上限。"),
     "wrong": ("结果与参考答案不一致，且不符合任何已知的常见误区。", "用题目里的小例子手算一遍，对比每一步的中间结果。"),
+    "hidden-only": ("在学生版里调用了隐藏测试。", "隐藏测试只在教师评分时运行；自己检查时用可见的检查单元格（不带 extended 参数）。"),
+    "check-data-missing": ("检查要用的存储结果在这个版本里找不到（课程文件不完整或版本不一致）。",
+                           "重新安装与作业同一版本的课程包；仍然出现时把这条信息告诉老师。"),
     # --- 00 ------------------------------------------------------------------------
     "quiz-missing-key": ("测验答案缺少某个键。", "字典里要包含题目列出的全部键。"),
     "quiz-scores-shape": ("把分数表的形状写成了 [B, T, D]。", "分数表是每个位置对每个位置打分：[B, T, T]。"),
@@ -341,7 +344,7 @@ CODES: dict[str, tuple[str, str]] = {
     "param-count-kv-as-q": ("K/V 投影按查询头数 H 数了（当成了 MHA）。", "k_proj、v_proj 的输出宽度是 n_kv_head · head_dim：各 C · H_kv · D_h 个参数。"),
     "param-count-ffn-two-matrices": ("SwiGLU 只数了两个矩阵。", "w_gate、w_up（C×F）和 w_down（F×C）：共 3·C·F。"),
     "generate-no-cache": ("generate 没有用 KV Cache：每一步都把整个序列重新算一遍（不带缓存，或每步新建缓存）。",
-                          "caches = [KVCache() for _ in model.blocks] 只建一次；提示词喂一次，之后每步只喂新 token：model(next_id, caches=caches)。"),
+                          "每层一个缓存，整个生成过程只建一次：提示词喂一次，之后每步只喂新 token，并把同一组缓存传进去（10 节 §6）。"),
     "generate-refeeds-cache": ("带缓存时又把整个序列喂进了模型：缓存里出现了重复的位置。", "缓存里已经有前面所有位置的 K/V：之后每步只喂新生成的那一个 token。"),
     "generate-greedy-samples": ("temperature=0 时仍在抽样（或除以 0 得到 inf/nan）：这时应当是贪心。", "if temperature == 0: next_id = logits[:, -1].argmax(-1, keepdim=True)，不抽签。"),
     "generate-top-k-ignored": ("忽略了 top_k：抽样时所有 token 都可能被抽到。", "只保留最大的 top_k 个 logits，其余填 -inf，再 softmax 抽样。"),

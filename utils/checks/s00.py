@@ -1,25 +1,38 @@
-"""Checks of section 00_start_here."""
+"""Checks of section 00_start_here.
+
+The quiz's truth is instructor-only data; the check compares the learner's shapes with salted
+digests of it and of each known wrong answer (utils/checks/oracle.py)."""
 from __future__ import annotations
 
 import torch
 
 from .core import CheckError, check, quiz_answers
+from .oracle import answer_key, instructor_only, matches, oracle
 
-# The quiz of the warm-up: X is [B, T, C] = [2, 5, 8], the projections are [C, D] = [8, 4].
+# The quiz's setting (stated in its docstring): X is [B, T, C], the projections are [C, D].
 QUIZ_DIMS = {"B": 2, "T": 5, "C": 8, "D": 4}
 QUIZ_KEYS = ("Q", "K", "V", "scores", "weights", "out")
 
 
-def head_shapes(B: int, T: int, C: int, D: int) -> dict[str, tuple[int, ...]]:
-    """Shapes of one attention head, measured by running the computation on zeros (not typed in)."""
-    x = torch.zeros(B, T, C)                   # (B, T, C)
-    w_q = w_k = w_v = torch.zeros(C, D)        # (C, D)
-    q, k, v = x @ w_q, x @ w_k, x @ w_v        # (B, T, D) each
-    scores = q @ k.transpose(-2, -1)           # (B, T, D) @ (B, D, T) -> (B, T, T)
-    weights = torch.softmax(scores, dim=-1)    # (B, T, T)
-    out = weights @ v                          # (B, T, T) @ (B, T, D) -> (B, T, D)
-    return {"X": tuple(x.shape), "Q": tuple(q.shape), "K": tuple(k.shape), "V": tuple(v.shape),
-            "scores": tuple(scores.shape), "weights": tuple(weights.shape), "out": tuple(out.shape)}
+@instructor_only
+def quiz_truth() -> dict[str, tuple[int, ...]]:
+    """The quiz's shapes for QUIZ_DIMS (the bug bank's right variant measured with torch agrees)."""
+    return {"Q": (2, 5, 4), "K": (2, 5, 4), "V": (2, 5, 4), "scores": (2, 5, 5), "weights": (2, 5, 5),
+            "out": (2, 5, 4)}
+
+
+@oracle
+def quiz_keys(dims: dict[str, int]) -> dict[str, dict[str, list[str]]]:
+    """Per quiz key: the digests of the truth ("want") and of each known wrong answer, by its code."""
+    truth = quiz_truth()
+    B, T, C, D = (dims[name] for name in "BTCD")
+    wrong = {key: {"quiz-projection-shape": (B, T, C)} for key in ("Q", "K", "V")}
+    wrong |= {key: {"quiz-scores-shape": (B, T, D)} for key in ("scores", "weights")}
+    wrong["out"] = {"quiz-out-width": (B, T, C), "quiz-out-is-weights": (B, T, T)}
+    return {key: {"want": answer_key(truth[key])}
+            | {code: answer_key(shape) for code, shape in wrong[key].items()}
+            | {"quiz-batch-dropped": answer_key(truth[key][1:])}
+            for key in QUIZ_KEYS}
 
 
 def _as_shape(value) -> tuple[int, ...] | None:
@@ -36,23 +49,17 @@ def check_tensor_shape_quiz(candidate, extended: bool = False, seed: int = 0) ->
     nothing (they are accepted so that every check is called the same way)."""
     del extended, seed
     answers = quiz_answers(candidate, "tensor_shape_quiz", QUIZ_KEYS)
-    truth = head_shapes(**QUIZ_DIMS)
-    B, T, C, D = (QUIZ_DIMS[k] for k in "BTCD")
+    keys = quiz_keys(QUIZ_DIMS)
     for key in QUIZ_KEYS:
         shape = _as_shape(answers[key])
         if shape is None:
             raise CheckError("wrong-type",
                              f"{key} 的答案应是由整数组成的元组，例如 (2, 5, 4)，实际是 {answers[key]!r}。")
-        if shape == truth[key]:
+        digests = dict(keys[key])
+        if matches(shape, digests.pop("want")):
             continue
-        if key in ("Q", "K", "V") and shape == (B, T, C):
-            raise CheckError("quiz-projection-shape", f"{key} 的形状不是 {shape}。")
-        if key in ("scores", "weights") and shape == (B, T, D):
-            raise CheckError("quiz-scores-shape", f"{key} 的形状不是 {shape}。")
-        if key == "out" and shape == (B, T, C):
-            raise CheckError("quiz-out-width", f"out 的形状不是 {shape}。")
-        if key == "out" and shape == (B, T, T):
-            raise CheckError("quiz-out-is-weights", f"out 的形状不是 {shape}。")
-        if shape == truth[key][1:]:
-            raise CheckError("quiz-batch-dropped", f"{key} 的形状不是 {shape}：少了一维。")
+        for code, key_of_wrong in digests.items():
+            if matches(shape, key_of_wrong):
+                hint = "：少了一维" if code == "quiz-batch-dropped" else ""
+                raise CheckError(code, f"{key} 的形状不是 {shape}{hint}。")
         raise CheckError("wrong", f"{key} 的形状不是 {shape}：回到上面的形状追踪表再推一遍。")

@@ -6,15 +6,24 @@ import math
 import torch
 
 from .core import CheckError, call_pure, check, crash_hint, expect, randn
+from .oracle import instructor_only, oracle
 
 # (batch dims, T, C, D): D != C so that a transposed weight cannot pass, and batch dims vary.
 PROJECTION_CASES = [((1,), 4, 6, 6), ((2,), 5, 8, 4), ((3, 2), 3, 5, 7)]
-PROJECTION_EXTENDED = [((), 7, 12, 3), ((4,), 1, 16, 16), ((2, 3), 6, 9, 2)]
 # transpose(1, 2), transpose(0, 1), permute(0, 2, 1): right for one number of dims only
 FIXED_TRANSPOSE = r"transpose\(\s*[0-9]\s*,\s*[0-9]\s*\)|permute\(\s*0\s*,\s*2\s*,\s*1\s*\)"
 # (batch dims, Tq, Tk, D): Tq != Tk so that K Qᵀ has a visibly different shape.
 SCORE_CASES = [((), 4, 6, 8), ((2,), 5, 5, 3), ((2, 3), 3, 7, 4)]
-SCORE_EXTENDED = [((), 9, 2, 16), ((5,), 1, 1, 1), ((2, 1), 6, 6, 64)]
+
+
+@instructor_only
+def hidden_projection_cases():
+    return [((), 7, 12, 3), ((4,), 1, 16, 16), ((2, 3), 6, 9, 2)]
+
+
+@instructor_only
+def hidden_score_cases():
+    return [((), 9, 2, 16), ((5,), 1, 1, 1), ((2, 1), 6, 6, 64)]
 
 
 def _as_triple(result, what: str):
@@ -23,39 +32,52 @@ def _as_triple(result, what: str):
     return result
 
 
+@oracle
+def projections(x, w_q, w_k, w_v) -> dict:
+    """q, k, v as the seed's math defines them, and what a transposed weight gives (only where C == D)."""
+    x, ws = x.double(), [w.double() for w in (w_q, w_k, w_v)]
+    return {"want": {name: x @ w for name, w in zip("qkv", ws)},                   # (..., T, D) each
+            "transposed": [x @ w.mT for w in ws] if x.size(-1) == ws[0].size(-1) else []}
+
+
 @check("project_qkv")
 def check_project_qkv(candidate, extended: bool = False, seed: int = 0) -> None:
-    cases = PROJECTION_CASES + (PROJECTION_EXTENDED if extended else [])
+    cases = PROJECTION_CASES + (hidden_projection_cases() if extended else [])
     for i, (batch, T, C, D) in enumerate(cases):
         x = randn(*batch, T, C, seed=seed + 10 * i)
         w_q, w_k, w_v = (randn(C, D, seed=seed + 10 * i + j) for j in (1, 2, 3))
         with crash_hint(candidate, {"weights-transposed": r"\.T\b|\.mT\b|\.t\(\)|F\.linear|transpose"}):
             q, k, v = _as_triple(call_pure(candidate, x, w_q, w_k, w_v), "project_qkv")
-        want = {"q": x @ w_q, "k": x @ w_k, "v": x @ w_v}  # (..., T, D) each
+        outs = projections(x, w_q, w_k, w_v)
         for name, got in zip("qkv", (q, k, v)):
-            wrong = [("weights-transposed", lambda w=w: x @ w.mT) for w in (w_q, w_k, w_v) if C == D]
-            wrong += [("qkv-mixed-up", other) for other_name, other in want.items() if other_name != name]
-            expect(got, want[name], f"x 形状 {tuple(x.shape)}、W 形状 {(C, D)} 时返回的 {name}", wrong)
+            wrong = [("weights-transposed", w) for w in outs["transposed"]]
+            wrong += [("qkv-mixed-up", other) for other_name, other in outs["want"].items() if other_name != name]
+            expect(got, outs["want"][name], f"x 形状 {tuple(x.shape)}、W 形状 {(C, D)} 时返回的 {name}", wrong)
+
+
+@oracle
+def scores(q, k) -> dict:
+    """q kᵀ, and what each misconception computes instead (None where it cannot even be built)."""
+    q, k = q.double(), k.double()
+    want = q @ k.transpose(-2, -1)                                                  # (..., Tq, Tk)
+    return {"want": want, "qk-swapped": k @ q.transpose(-2, -1), "unexpected-scale": want / math.sqrt(q.size(-1)),
+            "transpose-all-dims": _matmul_full_transpose(q, k), "transpose-fixed-dims": _matmul_fixed_transpose(q, k)}
 
 
 @check("attention_scores")
 def check_attention_scores(candidate, extended: bool = False, seed: int = 0) -> None:
-    cases = SCORE_CASES + (SCORE_EXTENDED if extended else [])
+    cases = SCORE_CASES + (hidden_score_cases() if extended else [])
     for i, (batch, Tq, Tk, D) in enumerate(cases):
         q = randn(*batch, Tq, D, seed=seed + 10 * i)
         k = randn(*batch, Tk, D, seed=seed + 10 * i + 1)
         with crash_hint(candidate, {"transpose-all-dims": r"\.T\b|\.t\(\)", "transpose-fixed-dims": FIXED_TRANSPOSE}):
             got = call_pure(candidate, q, k)
-        want = q @ k.transpose(-2, -1)  # (..., Tq, Tk)
-        wrong = [
-            ("qk-swapped", lambda: k @ q.transpose(-2, -1)),
-            ("unexpected-scale", lambda: want / math.sqrt(D)),
-            ("transpose-all-dims", lambda: _matmul_full_transpose(q, k)),
-            ("transpose-fixed-dims", lambda: _matmul_fixed_transpose(q, k)),
-        ]
-        expect(got, want, f"q 形状 {tuple(q.shape)}、k 形状 {tuple(k.shape)} 时的分数", wrong)
+        outs = scores(q, k)
+        want = outs.pop("want")
+        expect(got, want, f"q 形状 {tuple(q.shape)}、k 形状 {tuple(k.shape)} 时的分数", list(outs.items()))
 
 
+@oracle
 def _matmul_full_transpose(q: torch.Tensor, k: torch.Tensor):
     """What ``q @ k.T`` computes when k has batch dims (k.T reverses every dim)."""
     try:
@@ -64,6 +86,7 @@ def _matmul_full_transpose(q: torch.Tensor, k: torch.Tensor):
         return None
 
 
+@oracle
 def _matmul_fixed_transpose(q: torch.Tensor, k: torch.Tensor):
     """What ``q @ k.transpose(1, 2)`` computes when that is not the last two dims (4-dim k)."""
     try:

@@ -1,4 +1,7 @@
-"""Checks of section 02_scaling_and_softmax."""
+"""Checks of section 02_scaling_and_softmax.
+
+What a learner's output is compared with comes from the float64 oracles here, the hidden cases
+from instructor-only functions (utils/checks/oracle.py)."""
 from __future__ import annotations
 
 import math
@@ -7,13 +10,35 @@ import numbers
 import torch
 
 from .core import CheckError, TorchCalls, call, call_pure, check, crash_hint, expect, randn, require_tensor
+from .oracle import instructor_only, oracle
 from .s01 import FIXED_TRANSPOSE
 
 N_SAMPLES = 20_000          # enough for a 6% tolerance (std of a sample variance ≈ D·√(2/n))
 VARIANCE_DIMS = (4, 16, 64)
-VARIANCE_EXTENDED = (2, 32, 128)
 SCALED_CASES = [((2,), 4, 6, 8), ((), 5, 5, 16), ((2, 3), 3, 7, 4)]
-SCALED_EXTENDED = [((1,), 9, 2, 64), ((3,), 1, 1, 1), ((2, 2), 6, 6, 32)]
+JACOBIAN_SIZES = (4, 1, 7)
+
+
+@instructor_only
+def hidden_variance_dims():
+    return (2, 32, 128)
+
+
+@instructor_only
+def hidden_scaled_cases():
+    return [((1,), 9, 2, 64), ((3,), 1, 1, 1), ((2, 2), 6, 6, 32)]
+
+
+@instructor_only
+def hidden_softmax_probes(seed: int):
+    return [("形状 (2, 1, 6) 沿 dim=-1", randn(2, 1, 6, seed=seed + 3, scale=3.0), -1),
+            ("形状 (5,) 沿 dim=0", randn(5, seed=seed + 4), 0),
+            ("形状 (2, 3, 4, 5) 沿 dim=2", randn(2, 3, 4, 5, seed=seed + 5), 2)]
+
+
+@instructor_only
+def hidden_jacobian_sizes():
+    return (2, 12)
 
 
 # --- dot_product_variance -------------------------------------------------------------------
@@ -26,21 +51,35 @@ def _as_float(value, what: str) -> float:
     raise CheckError("wrong-type", f"{what} 应返回一个数（float），实际得到 {type(value).__name__}。")
 
 
+@oracle
+def variance_targets(d: int) -> dict:
+    """Var(q·k) for q, k ~ N(0, I_d) ("want"), and what each misconception estimates instead."""
+    return {"want": float(d), "variance-as-std": math.sqrt(d), "variance-of-one-term": 1.0,
+            "variance-wrong-distribution": (d / 144, 7 * d / 144)}   # q, k ~ U(0, 1): centred, then not
+
+
+def _near(got: float, target: float, rel: float, extra: float = 0.0) -> bool:
+    return abs(got - target) <= rel * target + extra
+
+
 @check("dot_product_variance")
 def check_dot_product_variance(candidate, extended: bool = False, seed: int = 0) -> None:
-    for d in VARIANCE_DIMS + (VARIANCE_EXTENDED if extended else ()):
+    for d in VARIANCE_DIMS + (hidden_variance_dims() if extended else ()):
         gen = torch.Generator().manual_seed(seed + d)
         got = _as_float(call(candidate, d, n_samples=N_SAMPLES, generator=gen), "dot_product_variance")
         if not math.isfinite(got):
             raise CheckError("nan-output", f"d={d} 时返回了 {got}。")
+        targets = variance_targets(d)
         tol = 6 * d * math.sqrt(2 / N_SAMPLES) + 0.05 * d
-        if abs(got - d) <= tol:
+        if abs(got - targets["want"]) <= tol:
             continue
-        if abs(got - math.sqrt(d)) <= 0.1 * math.sqrt(d):
-            raise CheckError("variance-as-std", f"d={d} 时返回 {got:.3f} ≈ √d = {math.sqrt(d):.3f}，而方差应 ≈ {d}。")
-        if abs(got - 1) <= 0.1:
+        std = targets["variance-as-std"]
+        if _near(got, std, 0.1):
+            raise CheckError("variance-as-std", f"d={d} 时返回 {got:.3f} ≈ √d = {std:.3f}，而方差应 ≈ {d}。")
+        if _near(got, targets["variance-of-one-term"], 0.0, 0.1):
             raise CheckError("variance-of-one-term", f"d={d} 时返回 {got:.3f} ≈ 1，而 q·k 的方差应 ≈ {d}。")
-        if abs(got - d / 144) <= 0.1 * d / 144 + 0.02 or abs(got - d * 7 / 144) <= 0.1 * d * 7 / 144:
+        centred, uniform = targets["variance-wrong-distribution"]
+        if _near(got, centred, 0.1, 0.02) or _near(got, uniform, 0.1):
             raise CheckError("variance-wrong-distribution", f"d={d} 时返回 {got:.3f}，与均匀分布采样的结果一致。")
         raise CheckError("wrong", f"d={d} 时返回 {got:.3f}，而 q·k 的方差应 ≈ {d}（允许误差 ±{tol:.2f}）。")
     d = 8
@@ -52,18 +91,28 @@ def check_dot_product_variance(candidate, extended: bool = False, seed: int = 0)
 
 # --- scaled_attention_scores -----------------------------------------------------------------
 
+@oracle
+def scaled_scores(q, k) -> dict:
+    """q kᵀ / √D ("want"), and (code, output) of each misconception, in float64."""
+    q, k = q.double(), k.double()
+    D, Tq, Tk = q.size(-1), q.size(-2), k.size(-2)
+    raw = q @ k.transpose(-2, -1)                                                   # (..., Tq, Tk)
+    return {"want": raw / math.sqrt(D), "misconceptions": [
+        ("scale-missing", raw), ("scale-by-D", raw / D), ("scale-inverted", raw * math.sqrt(D)),
+        ("qk-swapped", k @ q.transpose(-2, -1) / math.sqrt(D)),                      # (..., Tk, Tq)
+        ("scale-by-sqrt-T", raw / math.sqrt(Tk)), ("scale-by-sqrt-T", raw / math.sqrt(Tq))]}
+
+
 @check("scaled_attention_scores")
 def check_scaled_attention_scores(candidate, extended: bool = False, seed: int = 0) -> None:
-    for i, (batch, Tq, Tk, D) in enumerate(SCALED_CASES + (SCALED_EXTENDED if extended else [])):
+    for i, (batch, Tq, Tk, D) in enumerate(SCALED_CASES + (hidden_scaled_cases() if extended else [])):
         q = randn(*batch, Tq, D, seed=seed + 10 * i)
         k = randn(*batch, Tk, D, seed=seed + 10 * i + 1)
         with crash_hint(candidate, {"transpose-fixed-dims": FIXED_TRANSPOSE}):
             got = call_pure(candidate, q, k)
-        raw = q @ k.transpose(-2, -1)  # (..., Tq, Tk)
-        wrong = [("scale-missing", raw), ("scale-by-D", raw / D), ("scale-inverted", raw * math.sqrt(D)),
-                 ("qk-swapped", lambda: k @ q.transpose(-2, -1) / math.sqrt(D)),
-                 ("scale-by-sqrt-T", raw / math.sqrt(Tk)), ("scale-by-sqrt-T", raw / math.sqrt(Tq))]
-        expect(got, raw / math.sqrt(D), f"q 形状 {tuple(q.shape)}、k 形状 {tuple(k.shape)} 时的缩放分数", wrong)
+        outs = scaled_scores(q, k)
+        expect(got, outs["want"], f"q 形状 {tuple(q.shape)}、k 形状 {tuple(k.shape)} 时的缩放分数",
+               outs["misconceptions"])
 
 
 # --- softmax --------------------------------------------------------------------------------
@@ -89,25 +138,27 @@ def _softmax_probes(seed: int, extended: bool):
     probes = [("形状 (3, 5) 沿 dim=-1", randn(3, 5, seed=seed), -1),
               ("形状 (4, 3) 沿 dim=0", randn(4, 3, seed=seed + 1), 0),
               ("形状 (2, 3, 4) 沿 dim=1", randn(2, 3, 4, seed=seed + 2), 1)]
-    if extended:
-        probes += [("形状 (2, 1, 6) 沿 dim=-1", randn(2, 1, 6, seed=seed + 3, scale=3.0), -1),
-                   ("形状 (5,) 沿 dim=0", randn(5, seed=seed + 4), 0),
-                   ("形状 (2, 3, 4, 5) 沿 dim=2", randn(2, 3, 4, 5, seed=seed + 5), 2)]
-    return probes
+    return probes + (hidden_softmax_probes(seed) if extended else [])
+
+
+@oracle
+def softmax_outputs(x, dim: int) -> dict:
+    """softmax(x) along ``dim`` ("want"), and (code, output) of each misconception, in float64."""
+    x = x.double()
+    shifted = (x - x.amax(dim, keepdim=True)).exp()                  # each slice's own max subtracted
+    wrong = [("softmax-whole-tensor", torch.softmax(x.flatten(), dim=0).view_as(x)),
+             ("softmax-whole-tensor", shifted / shifted.sum())]       # then one sum over everything
+    wrong += [("softmax-wrong-dim", torch.softmax(x, dim=d)) for d in range(x.dim()) if d != dim % x.dim()]
+    wrong += [("not-normalized", x.exp()), ("not-normalized", shifted)]
+    return {"want": torch.softmax(x, dim=dim), "misconceptions": wrong}
 
 
 @check("softmax")
 def check_softmax(candidate, extended: bool = False, seed: int = 0) -> None:
     for what, x, dim in _softmax_probes(seed, extended):
         got = _softmax_call(candidate, x, dim)
-        want = torch.softmax(x, dim=dim)
-        e = x.exp()
-        wrong = [("softmax-wrong-dim", torch.softmax(x, dim=d)) for d in range(x.dim()) if d != dim % x.dim()]
-        wrong += [("not-normalized", e), ("not-normalized", (x - x.amax(dim, keepdim=True)).exp())]
-        shifted = (x - x.amax(dim, keepdim=True)).exp()                  # each slice's own max, then one sum
-        wrong[:0] = [("softmax-whole-tensor", torch.softmax(x.flatten(), dim=0).view_as(x)),
-                     ("softmax-whole-tensor", shifted / shifted.sum())]
-        expect(got, want, f"输入{what}时的 softmax", wrong)
+        outs = softmax_outputs(x, dim)
+        expect(got, outs["want"], f"输入{what}时的 softmax", outs["misconceptions"])
     _check_softmax_stability(candidate, seed)
 
 
@@ -135,25 +186,31 @@ def _check_softmax_stability(candidate, seed: int) -> None:
         raise CheckError("global-max-subtraction",
                          f"第一行是 {shown}、第二行是几个绝对值不大的数时，第二行变成了 NaN。")
     # float32 cannot do better than ~1e-3 near 1e4 for some correct formulas (e.g. logsumexp)
-    expect(got, torch.softmax(big, dim=-1), "输入含 1e4 量级的数时的 softmax", atol=1e-3, rtol=1e-3)
+    expect(got, softmax_outputs(big, -1)["want"], "输入含 1e4 量级的数时的 softmax", atol=1e-3, rtol=1e-3)
     got = _softmax_call(candidate, masked, -1)
     if got.shape == masked.shape and not torch.isfinite(got).all():
         raise CheckError("nan-output", "含 -inf（但每行至少一个有限值）的输入得到了 NaN；-inf 的位置应得到 0。")
-    expect(got, torch.softmax(masked, -1), "含 -inf 的输入的 softmax")
+    expect(got, softmax_outputs(masked, -1)["want"], "含 -inf 的输入的 softmax")
 
 
 # --- softmax_jacobian -------------------------------------------------------------------------
 
+@oracle
+def jacobians(logits) -> dict:
+    """The Jacobian of softmax at ``logits`` by autograd ("want"), and each misconception's matrix, in float64."""
+    logits = logits.double()
+    p = torch.softmax(logits, dim=0)                                                 # (n,)
+    outer = torch.outer(p, p)                                                        # (n, n)
+    return {"want": torch.autograd.functional.jacobian(lambda z: torch.softmax(z, dim=0), logits),
+            "misconceptions": [("jacobian-sign", outer - torch.diag(p)), ("jacobian-diag-only", torch.diag(p)),
+                               ("jacobian-inner-product", torch.diag(p) - p @ p),
+                               ("jacobian-diag-only", torch.diag(p * (1 - p))), ("jacobian-outer-only", -outer)]}
+
+
 @check("softmax_jacobian")
 def check_softmax_jacobian(candidate, extended: bool = False, seed: int = 0) -> None:
-    sizes = (4, 1, 7) + ((2, 12) if extended else ())
-    for i, n in enumerate(sizes):
+    for i, n in enumerate(JACOBIAN_SIZES + (hidden_jacobian_sizes() if extended else ())):
         logits = randn(n, seed=seed + i, scale=2.0)
-        p = torch.softmax(logits, dim=0)  # (n,)
-        got = call_pure(candidate, p)
-        want = torch.autograd.functional.jacobian(lambda z: torch.softmax(z, dim=0), logits)  # (n, n)
-        outer = torch.outer(p, p)
-        wrong = [("jacobian-sign", outer - torch.diag(p)), ("jacobian-diag-only", torch.diag(p)),
-                 ("jacobian-inner-product", torch.diag(p) - p @ p),
-                 ("jacobian-diag-only", torch.diag(p * (1 - p))), ("jacobian-outer-only", -outer)]
-        expect(got, want, f"p 形状 ({n},) 时的雅可比矩阵", wrong)
+        got = call_pure(candidate, torch.softmax(logits, dim=0))                     # p: (n,)
+        outs = jacobians(logits)
+        expect(got, outs["want"], f"p 形状 ({n},) 时的雅可比矩阵", outs["misconceptions"])

@@ -1,9 +1,10 @@
 """Checks of section 09_rope: rope_angles, apply_rope (rotate-half), apply_rope_interleaved
 (RoFormer's layout) and the numeric self-test quiz_rope.
 
-Every misconception is diagnosed by computing what it would output on the same input: the
-other layout, the opposite rotation, a cos/sin table expanded the other layout's way, the
-right pairs written back in the wrong order, exponent −i/d, positions from 1, …
+Every misconception is diagnosed by what it would output on the same input, as the float64 oracles
+here and in math64.py compute it: the other layout, the opposite rotation, a cos/sin table expanded
+the other layout's way, the right pairs written back in the wrong order, exponent −i/d, positions
+from 1, … The quiz compares through digests of its answers (utils/checks/oracle.py).
 """
 from __future__ import annotations
 
@@ -11,89 +12,47 @@ import math
 
 import torch
 
+from . import math64
+from .common import quiz_number
 from .core import CheckError, call, call_pure, check, expect, randn, require_tensor, quiz_answers
-
-# --- the reference formulas (float64, so the checks' own rounding never matters) ------------
-
-
-def _angles(T: int, head_dim: int, base: float, exponent=None, start: int = 0) -> torch.Tensor:
-    """angle[m, i] = (m + start) · base^(exponent(i)), default exponent −2i/head_dim."""
-    i = torch.arange(head_dim // 2, dtype=torch.float64)                    # (d/2,)
-    power = -2 * i / head_dim if exponent is None else exponent(i)          # (d/2,)
-    m = torch.arange(start, start + T, dtype=torch.float64)                 # (T,)
-    return m[:, None] * base ** power[None, :]                              # (T, d/2)
-
-
-def _rotate_pairs(x1, x2, angles):
-    cos, sin = angles.cos(), angles.sin()                                   # (T, d/2)
-    return x1 * cos - x2 * sin, x1 * sin + x2 * cos                         # (..., T, d/2) each
-
-
-def _half(x, angles):
-    """Rotate-half layout: pairs (i, i + d/2)."""
-    h = x.size(-1) // 2
-    y1, y2 = _rotate_pairs(x[..., :h], x[..., h:], angles)
-    return torch.cat([y1, y2], dim=-1)                                      # (..., T, d)
-
-
-def _interleaved(x, angles):
-    """RoFormer layout: pairs (2i, 2i + 1)."""
-    y1, y2 = _rotate_pairs(x[..., 0::2], x[..., 1::2], angles)
-    return torch.stack([y1, y2], dim=-1).flatten(-2)                        # (..., T, d)
-
-
-def _rotate_half(x):
-    h = x.size(-1) // 2
-    return torch.cat([-x[..., h:], x[..., :h]], dim=-1)
-
-
-def _rotate_every_two(x):
-    return torch.stack([-x[..., 1::2], x[..., 0::2]], dim=-1).flatten(-2)
-
-
-def _half_with_interleaved_cache(x, angles):
-    """rotate_half(x), but cos/sin expanded with repeat_interleave (the interleaved layout's way)."""
-    full = angles.repeat_interleave(2, dim=-1)                              # (T, d)
-    return x * full.cos() + _rotate_half(x) * full.sin()
-
-
-def _interleaved_with_half_cache(x, angles):
-    """rotate_every_two(x), but cos/sin expanded with cat (the rotate-half layout's way)."""
-    full = torch.cat([angles, angles], dim=-1)                              # (T, d)
-    return x * full.cos() + _rotate_every_two(x) * full.sin()
-
-
-def _half_swapped_output(x, angles):
-    h = x.size(-1) // 2
-    y1, y2 = _rotate_pairs(x[..., :h], x[..., h:], angles)
-    return torch.cat([y2, y1], dim=-1)
-
-
-def _interleaved_as_halves(x, angles):
-    y1, y2 = _rotate_pairs(x[..., 0::2], x[..., 1::2], angles)
-    return torch.cat([y1, y2], dim=-1)
-
+from .oracle import answer_key, instructor_only, matches, oracle
 
 # --- rope_angles ----------------------------------------------------------------------------
 
 ANGLE_CASES = [(6, 8, 10000.0), (5, 6, 100.0), (1, 4, 10000.0), (9, 16, 10000.0)]
 
 
-def _angle_cases(extended: bool, seed: int) -> list[tuple[int, int, float]]:
-    if not extended:
-        return ANGLE_CASES
+@instructor_only
+def hidden_angle_cases(seed: int) -> list[tuple[int, int, float]]:
     g = torch.Generator().manual_seed(seed)
     T, half = (int(v) for v in torch.randint(2, 40, (2,), generator=g))
     base = [500000.0, 10.0, 1000.0][int(torch.randint(0, 3, (1,), generator=g))]
-    return ANGLE_CASES + [(33, 64, 500000.0), (4, 2, 10000.0), (T, 2 * half, base)]
+    return [(33, 64, 500000.0), (4, 2, 10000.0), (T, 2 * half, base)]
+
+
+@oracle
+def angle_outputs(T: int, d: int, base: float) -> dict:
+    """rope_angles(T, d, base) ("want") and what each misconception returns instead, as (code, angles) pairs."""
+    want = math64.rope_angles(T, d, base)                                   # (T, d/2)
+    theta = math64.rope_angles(2, d, base)[1]                               # (d/2,)
+    return {"want": want, "wrong": [
+        ("rope-exponent-i-over-d", math64.rope_angles(T, d, base, "-i/d")),
+        ("rope-exponent-sign", math64.rope_angles(T, d, base, "+2i/d")),
+        ("rope-exponent-linspace", math64.rope_angles(T, d, base, "linspace")),
+        ("rope-positions-from-one", math64.rope_angles(T, d, base, start=1)),
+        ("rope-base-ignored", math64.rope_angles(T, d, 10000.0) if base != 10000.0 else None),
+        ("rope-angles-transposed", want.T),
+        ("rope-angles-no-position", theta.expand(T, -1)),
+        ("rope-angles-no-position", theta)]}
 
 
 @check("rope_angles")
 def check_rope_angles(candidate, extended: bool = False, seed: int = 0) -> None:
-    for T, d, base in _angle_cases(extended, seed):
+    for T, d, base in ANGLE_CASES + (hidden_angle_cases(seed) if extended else []):
         got = call(candidate, T, d) if base == 10000.0 and T != 1 else call(candidate, T, d, base=base)
         got = require_tensor(got, f"rope_angles({T}, {d}, base={base:g})")
-        want = _angles(T, d, base)
+        outs = angle_outputs(T, d, base)
+        want = outs["want"]
         what = f"rope_angles(T={T}, head_dim={d}, base={base:g})"
         if d > 2 and got.shape == (d // 2, T) and (d // 2 != T):
             raise CheckError("rope-angles-transposed", f"{what} 的形状是 {tuple(got.shape)}，应为 {(T, d // 2)}。")
@@ -102,41 +61,58 @@ def check_rope_angles(candidate, extended: bool = False, seed: int = 0) -> None:
             if torch.allclose(first.double(), want, atol=1e-4, rtol=1e-4) or \
                     torch.allclose(got[..., 0::2].double(), want, atol=1e-4, rtol=1e-4):
                 raise CheckError("rope-angles-full-width", f"{what} 的形状是 {tuple(got.shape)}，应为 {(T, d // 2)}。")
-        theta = _angles(2, d, base)[1]                                      # (d/2,)
-        expect(got, want, what, [
-            ("rope-exponent-i-over-d", _angles(T, d, base, lambda i: -i / d)),
-            ("rope-exponent-sign", _angles(T, d, base, lambda i: 2 * i / d)),
-            ("rope-exponent-linspace", _angles(T, d, base, lambda i: -i / max(d // 2 - 1, 1))),
-            ("rope-positions-from-one", _angles(T, d, base, start=1)),
-            ("rope-base-ignored", _angles(T, d, 10000.0) if base != 10000.0 else None),
-            ("rope-angles-transposed", want.T),
-            ("rope-angles-no-position", theta.expand(T, -1)),
-            ("rope-angles-no-position", theta)], atol=1e-5, rtol=1e-4)
+        expect(got, want, what, outs["wrong"], atol=1e-5, rtol=1e-4)
 
 
 # --- apply_rope / apply_rope_interleaved ----------------------------------------------------
 
 # (leading dims, T, head_dim): several batch layouts, odd T, d/2 odd (d = 6), a single position.
 ROPE_CASES = [((2, 3), 5, 8), ((2,), 7, 6), ((1, 2), 1, 4)]
-ROPE_EXTENDED = [((), 9, 10), ((2, 1, 3), 4, 12), ((3,), 16, 2)]
+
+
+@instructor_only
+def hidden_rope_cases():
+    return [((), 9, 10), ((2, 1, 3), 4, 12), ((3,), 16, 2)]
 
 
 def _rope_inputs(extended: bool, seed: int):
     """(x, angles, description): real RoPE angles, positions offset as with a KV cache, random angles."""
-    cases = ROPE_CASES + (ROPE_EXTENDED if extended else [])
+    cases = ROPE_CASES + (hidden_rope_cases() if extended else [])
     for k, (lead, T, d) in enumerate(cases):
         x = randn(*lead, T, d, seed=seed + k)                                # (..., T, d)
         if k % 3 == 0:
-            angles, how = _angles(T, d, 10000.0).float(), "rope_angles 的角度"
+            angles, how = math64.rope_angles(T, d, 10000.0).float(), "rope_angles 的角度"
         elif k % 3 == 1:
             P = 3 + k
-            angles, how = _angles(P + T, d, 100.0)[P:].float(), f"位置从 {P} 开始的角度（像接在 KV Cache 后面）"
+            angles = math64.rope_angles(T, d, 100.0, start=P).float()      # (T, d/2)
+            how = f"位置从 {P} 开始的角度（像接在 KV Cache 后面）"
         else:
             angles, how = randn(T, d // 2, seed=seed + 100 + k, scale=2.0), "随机角度"
         yield x, angles, f"x 形状 {tuple(x.shape)}、{how}"
     if extended:
         x = randn(2, 5, 8, seed=seed + 50, dtype=torch.float64)
-        yield x, _angles(5, 8, 10.0), "float64 的 x 和角度"
+        yield x, math64.rope_angles(5, 8, 10.0), "float64 的 x 和角度"
+
+
+@oracle
+def rope_outputs(x, angles, layout: str) -> dict:
+    """RoPE of x in ``layout`` ("half" or "interleaved"; "want") and, in the order they are tried, what
+    each misconception gives: the other layout, the opposite rotation, cos/sin expanded the other
+    layout's way, the right pairs written back in the wrong order."""
+    x, angles = x.double(), angles.double()
+    half, inter = math64.rotate_half(x, angles), math64.rotate_interleaved(x, angles)      # (..., T, d) each
+    h = x.size(-1) // 2
+    if layout == "half":
+        full = angles.repeat_interleave(2, dim=-1)                                         # (T, d)
+        partner = torch.cat([-x[..., h:], x[..., :h]], dim=-1)                             # (..., T, d)
+        return {"want": half, "rope-interleaved-layout": inter, "rope-sign-flipped": math64.rotate_half(x, -angles),
+                "rope-cache-layout-mixed": x * full.cos() + partner * full.sin(),
+                "rope-output-order": torch.cat([half[..., h:], half[..., :h]], dim=-1)}
+    full = torch.cat([angles, angles], dim=-1)                                             # (T, d)
+    partner = torch.stack([-x[..., 1::2], x[..., 0::2]], dim=-1).flatten(-2)               # (..., T, d)
+    return {"want": inter, "rope-half-layout": half, "rope-sign-flipped": math64.rotate_interleaved(x, -angles),
+            "rope-cache-layout-mixed": x * full.cos() + partner * full.sin(),
+            "rope-output-order": torch.cat([inter[..., 0::2], inter[..., 1::2]], dim=-1)}
 
 
 def _pair_norms(x, layout: str):
@@ -147,23 +123,14 @@ def _pair_norms(x, layout: str):
 
 
 def _check_rope(candidate, extended: bool, seed: int, layout: str) -> None:
-    right, other = (_half, _interleaved) if layout == "half" else (_interleaved, _half)
     for x, angles, what in _rope_inputs(extended, seed):
         got = call_pure(candidate, x, angles)
-        want = right(x.double(), angles.double())
-        misconceptions = [
-            ("rope-interleaved-layout" if layout == "half" else "rope-half-layout",
-             lambda: other(x.double(), angles.double())),
-            ("rope-sign-flipped", lambda: right(x.double(), -angles.double())),
-            ("rope-cache-layout-mixed", lambda: (_half_with_interleaved_cache if layout == "half"
-                                                  else _interleaved_with_half_cache)(x.double(), angles.double())),
-            ("rope-output-order", lambda: (_half_swapped_output if layout == "half"
-                                           else _interleaved_as_halves)(x.double(), angles.double())),
-        ]
+        outs = rope_outputs(x, angles, layout)
+        want = outs.pop("want")
         got = require_tensor(got, what)
         if got.shape == want.shape and not torch.allclose(got.detach().double(), want, atol=1e-5, rtol=1e-4):
-            for code, wrong in misconceptions:
-                if torch.allclose(got.detach().double(), wrong(), atol=1e-5, rtol=1e-4):
+            for code, wrong in outs.items():
+                if torch.allclose(got.detach().double(), wrong, atol=1e-5, rtol=1e-4):
                     raise CheckError(code, f"{what}：结果与这个误区算出的完全一致。")
             if not torch.allclose(_pair_norms(got.detach().double(), layout), _pair_norms(x.double(), layout),
                                   atol=1e-4, rtol=1e-4):
@@ -175,7 +142,7 @@ def _check_rope(candidate, extended: bool, seed: int, layout: str) -> None:
 def _check_relative(candidate, seed: int) -> None:
     """The property RoPE exists for: q_m · k_n after rotation depends only on n − m."""
     T, d = 12, 8
-    angles = _angles(T, d, 10000.0).float()                                 # (T, d/2)
+    angles = math64.rope_angles(T, d, 10000.0).float()                      # (T, d/2)
     q = randn(1, d, seed=seed + 70).repeat(T, 1)                            # (T, d): the same q at every position
     k = randn(1, d, seed=seed + 71).repeat(T, 1)                            # (T, d): the same k at every position
     q_rot = require_tensor(call(candidate, q, angles), "旋转后的 q")      # (T, d)
@@ -204,8 +171,10 @@ def check_apply_rope_interleaved(candidate, extended: bool = False, seed: int = 
 QUIZ = {"head_dim": 64, "base": 10000.0, "m": 5, "i_angle": 8, "i_period": 16,
         "L_train": 4096, "L_new": 16384, "m_new": 10000}
 QUIZ_KEYS = ("n_pairs", "angle", "period", "pi_position", "rotate_v")
+QUIZ_TOLERANCE = 2e-3
 
 
+@instructor_only
 def quiz_truth() -> dict[str, object]:
     d, base = QUIZ["head_dim"], QUIZ["base"]
     theta = base ** (-2 * QUIZ["i_period"] / d)
@@ -216,29 +185,11 @@ def quiz_truth() -> dict[str, object]:
             "rotate_v": False}
 
 
-def _number(value) -> float | None:
-    if isinstance(value, torch.Tensor) and value.numel() == 1:
-        value = value.item()
-    if isinstance(value, bool) or not isinstance(value, (int, float)):
-        return None
-    return float(value)
-
-
-def _near(a: float, b: float) -> bool:
-    return math.isclose(a, b, rel_tol=2e-3, abs_tol=1e-3)
-
-
-@check("quiz_rope")
-def check_quiz_rope(candidate, extended: bool = False, seed: int = 0) -> None:
-    """One set of answers, nothing random: ``extended`` and ``seed`` change nothing."""
-    del extended, seed
-    answers = quiz_answers(candidate, "quiz_rope", QUIZ_KEYS)
+@oracle
+def quiz_keys() -> dict:
+    """Digests of the quiz's truths ("want" per key) and of the known wrong numbers, as (code, key) pairs."""
     truth, d, base = quiz_truth(), QUIZ["head_dim"], QUIZ["base"]
-    if not isinstance(answers["rotate_v"], bool):
-        raise CheckError("wrong-type", f"rotate_v 的答案应是 True 或 False，实际是 {answers['rotate_v']!r}。")
-    if answers["rotate_v"]:
-        raise CheckError("rope-on-values", "rotate_v 的答案不是 True。")
-    wrong_answers = {
+    wrong = {
         "n_pairs": [("quiz-rope-pairs", d)],
         "angle": [("rope-exponent-i-over-d", QUIZ["m"] * base ** (-QUIZ["i_angle"] / d)),
                   ("rope-positions-from-one", (QUIZ["m"] + 1) * base ** (-2 * QUIZ["i_angle"] / d)),
@@ -248,13 +199,27 @@ def check_quiz_rope(candidate, extended: bool = False, seed: int = 0) -> None:
                    ("rope-exponent-i-over-d", 2 * math.pi * base ** (QUIZ["i_period"] / d))],
         "pi_position": [("quiz-rope-interpolation-inverted", QUIZ["m_new"] * QUIZ["L_new"] / QUIZ["L_train"])],
     }
-    for key, wrongs in wrong_answers.items():
-        value = _number(answers[key])
-        if value is None:
-            raise CheckError("wrong-type", f"{key} 的答案应是一个数，实际是 {answers[key]!r}。")
-        if _near(value, truth[key]):
+    keys = {key: {"want": answer_key(truth[key], QUIZ_TOLERANCE),
+                  "wrong": [(code, answer_key(value, QUIZ_TOLERANCE)) for code, value in values]}
+            for key, values in wrong.items()}
+    return keys | {"rotate_v": answer_key(truth["rotate_v"])}
+
+
+@check("quiz_rope")
+def check_quiz_rope(candidate, extended: bool = False, seed: int = 0) -> None:
+    """One set of answers, nothing random: ``extended`` and ``seed`` change nothing."""
+    del extended, seed
+    answers = quiz_answers(candidate, "quiz_rope", QUIZ_KEYS)
+    keys = quiz_keys()
+    if not isinstance(answers["rotate_v"], bool):
+        raise CheckError("wrong-type", f"rotate_v 的答案应是 True 或 False，实际是 {answers['rotate_v']!r}。")
+    if not matches(answers["rotate_v"], keys.pop("rotate_v")):
+        raise CheckError("rope-on-values", f"rotate_v 的答案不是 {answers['rotate_v']}。")
+    for key, key_of in keys.items():
+        value = quiz_number(answers, key)
+        if matches(value, key_of["want"], QUIZ_TOLERANCE):
             continue
-        for code, wrong in wrongs:
-            if _near(value, wrong):
+        for code, wrong in key_of["wrong"]:
+            if matches(value, wrong, QUIZ_TOLERANCE):
                 raise CheckError(code, f"{key} 的答案不是 {answers[key]!r}。")
         raise CheckError("wrong", f"{key} 的答案不是 {answers[key]!r}：回到对应的那一小节再算一遍。")

@@ -1,22 +1,22 @@
 """Checks of section 10_decoder_only_model.
 
-The expected outputs come from a float64 re-implementation of the model (``_forward``) that reads
-the candidate's weights through the contract's names; generate is run on small models the check
-builds itself, so each check depends on one exercise only.
+DecoderLM is loaded with check-made weights by the contract's names and compared with a float64
+oracle of the model on those weights; fed chunk by chunk, its blocks get scripted caches that hand
+back the oracle's keys and values and keep what each block put in. generate runs on a table-driven
+stand-in model. The quizzes compare through digests of their answers (utils/checks/oracle.py).
 """
 from __future__ import annotations
 
-import math
 from types import SimpleNamespace
 
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-from .core import CheckError, call, call_pure, check, expect, quiz_answers
-from .s07 import _Cache
-from .s08 import _check_linear, _check_swiglu_layout, _number, _rms
-from .s09 import _angles, _half
+from . import math64
+from .common import fixed_weights, load_weights, quiz_number, require_linear, require_swiglu_layout
+from .core import CheckError, call, call_pure, check, close, expect, quiz_answers, randn
+from .oracle import answer_key, instructor_only, matches, oracle
 
 EPS = 1e-6  # RMSNorm's default eps (section 08), the one the given DecoderBlock uses
 
@@ -34,74 +34,86 @@ def _sizes(V, S, C, H, Hkv, L, F, base=10000.0, tie=True) -> dict:
 
 # --- the model in float64 ----------------------------------------------------------------------
 
-def _weights(model) -> dict:
-    """The model's parameters by role, in float64."""
-    def d(t):
-        return t.detach().double()
-    blocks = [{"n1": d(b.norm1.weight), "q": d(b.attn.q_proj.weight), "k": d(b.attn.k_proj.weight),
-               "v": d(b.attn.v_proj.weight), "o": d(b.attn.o_proj.weight), "n2": d(b.norm2.weight),
-               "g": d(b.ffn.w_gate.weight), "u": d(b.ffn.w_up.weight), "down": d(b.ffn.w_down.weight)}
-              for b in model.blocks]
-    return {"emb": d(model.tok_emb.weight), "blocks": blocks, "norm": d(model.norm.weight),
-            "head": d(model.lm_head.weight)}
+def lm_weights(cfg, seed: int) -> dict[str, torch.Tensor]:
+    """Check-made weights of DecoderLM(cfg) by the contract's names. A tied lm_head.weight IS
+    tok_emb.weight, so it is loaded once, under tok_emb.weight."""
+    C, H, Hkv, hidden = cfg.n_embed, cfg.n_head, cfg.n_kv_head, cfg.ffn_hidden
+    Dh = C // H
+    block = {"norm1.weight": (C,), "attn.q_proj.weight": (H * Dh, C), "attn.k_proj.weight": (Hkv * Dh, C),
+             "attn.v_proj.weight": (Hkv * Dh, C), "attn.o_proj.weight": (C, H * Dh), "norm2.weight": (C,),
+             "ffn.w_gate.weight": (hidden, C), "ffn.w_up.weight": (hidden, C), "ffn.w_down.weight": (C, hidden)}
+    shapes = {"tok_emb.weight": (cfg.vocab_size, C), "norm.weight": (C,)}
+    shapes |= {f"blocks.{i}.{name}": shape for i in range(cfg.n_layer) for name, shape in block.items()}
+    if not cfg.tie_embeddings:
+        shapes["lm_head.weight"] = (cfg.vocab_size, C)
+    return fixed_weights(shapes, seed)
 
 
-def _random_weights(cfg, g: torch.Generator) -> dict:
-    """Weights of a DecoderLM(cfg) drawn from g: matrices ~ N(0, 1/fan_in), gains ~ 1 ± 0.3."""
-    C, Dh = cfg.n_embed, cfg.n_embed // cfg.n_head
-
-    def mat(n_out, n_in):
-        return torch.randn(n_out, n_in, generator=g, dtype=torch.float64) / math.sqrt(n_in)
-
-    def gain():
-        return 1 + 0.3 * torch.randn(C, generator=g, dtype=torch.float64)
-    blocks = [{"n1": gain(), "q": mat(cfg.n_head * Dh, C), "k": mat(cfg.n_kv_head * Dh, C),
-               "v": mat(cfg.n_kv_head * Dh, C), "o": mat(C, cfg.n_head * Dh), "n2": gain(),
-               "g": mat(cfg.ffn_hidden, C), "u": mat(cfg.ffn_hidden, C), "down": mat(C, cfg.ffn_hidden)}
-              for _ in range(cfg.n_layer)]
-    emb = torch.randn(cfg.vocab_size, C, generator=g, dtype=torch.float64)
-    head = emb if cfg.tie_embeddings else 2 * mat(cfg.vocab_size, C)     # logits of std ≈ 2: draws vary
-    return {"emb": emb, "blocks": blocks, "norm": gain(), "head": head}
-
-
-def _forward(w, cfg, idx, caches=None, offset=True, final_norm=True, base=None):
-    """DecoderLM's logits (B, T, V) in float64 from the weights w; caches: one cache per block or None.
-    offset / final_norm / base give the misconceptions' outputs."""
+@oracle
+def lm_forward(w, cfg, idx, final_norm=True, base=None) -> dict:
+    """DecoderLM's logits (B, T, V) in float64 from the weights w (by name) on the tokens idx (B, T), no
+    cache; and each block's rotated keys and its values (B, Hkv, T, Dh). final_norm / base: misconceptions."""
     B, T = idx.shape
     C, H, Hkv = cfg.n_embed, cfg.n_head, cfg.n_kv_head
     Dh = C // H
-    start = len(caches[0]) if caches is not None and offset else 0
-    angles = _angles(T, Dh, cfg.rope_base if base is None else base, start=start)    # (T, Dh/2)
-    x = w["emb"][idx]                                                               # (B, T, C)
-    for i, p in enumerate(w["blocks"]):
-        h = _rms(x, p["n1"], EPS)                                                   # (B, T, C)
-        q = _half((h @ p["q"].T).view(B, T, H, Dh).transpose(1, 2), angles)         # (B, H, T, Dh)
-        k = _half((h @ p["k"].T).view(B, T, Hkv, Dh).transpose(1, 2), angles)       # (B, Hkv, T, Dh)
-        v = (h @ p["v"].T).view(B, T, Hkv, Dh).transpose(1, 2)                      # (B, Hkv, T, Dh)
-        if caches is not None:
-            k, v = caches[i].update(k, v)                                           # (B, Hkv, S, Dh)
-        S = k.size(2)
-        k, v = k.repeat_interleave(H // Hkv, dim=1), v.repeat_interleave(H // Hkv, dim=1)   # (B, H, S, Dh)
-        mask = torch.ones(T, S, dtype=torch.bool).tril(diagonal=S - T)              # (T, S)
+
+    def weight(name):
+        return w[name].double()
+
+    def heads(h, name, n):                                                          # (B, n, T, Dh)
+        return (h @ weight(name).T).view(B, T, n, Dh).transpose(1, 2)
+
+    angles = math64.rope_angles(T, Dh, cfg.rope_base if base is None else base)      # (T, Dh/2)
+    x, keys, values = weight("tok_emb.weight")[idx], [], []                         # (B, T, C)
+    mask = torch.ones(T, T, dtype=torch.bool).tril()                                # (T, T)
+    for i in range(cfg.n_layer):
+        p = f"blocks.{i}."
+        h = math64.rms_norm(x, weight(p + "norm1.weight"), EPS)                     # (B, T, C)
+        q = math64.rotate_half(heads(h, p + "attn.q_proj.weight", H), angles)       # (B, H, T, Dh)
+        k = math64.rotate_half(heads(h, p + "attn.k_proj.weight", Hkv), angles)     # (B, Hkv, T, Dh)
+        v = heads(h, p + "attn.v_proj.weight", Hkv)                                 # (B, Hkv, T, Dh)
+        keys.append(k)
+        values.append(v)
+        k, v = k.repeat_interleave(H // Hkv, dim=1), v.repeat_interleave(H // Hkv, dim=1)   # (B, H, T, Dh)
         y = F.scaled_dot_product_attention(q, k, v, attn_mask=mask)                 # (B, H, T, Dh)
-        x = x + y.transpose(1, 2).reshape(B, T, H * Dh) @ p["o"].T                  # (B, T, C)
-        h = _rms(x, p["n2"], EPS)
-        x = x + (F.silu(h @ p["g"].T) * (h @ p["u"].T)) @ p["down"].T               # (B, T, C)
+        x = x + y.transpose(1, 2).reshape(B, T, H * Dh) @ weight(p + "attn.o_proj.weight").T   # (B, T, C)
+        h = math64.rms_norm(x, weight(p + "norm2.weight"), EPS)
+        gate, up = h @ weight(p + "ffn.w_gate.weight").T, h @ weight(p + "ffn.w_up.weight").T  # (B, T, F)
+        x = x + (F.silu(gate) * up) @ weight(p + "ffn.w_down.weight").T             # (B, T, C)
     if final_norm:
-        x = _rms(x, w["norm"], EPS)
-    return x @ w["head"].T                                                          # (B, T, V)
+        x = math64.rms_norm(x, weight("norm.weight"), EPS)
+    head = weight("tok_emb.weight" if cfg.tie_embeddings else "lm_head.weight")    # (V, C)
+    return {"logits": x @ head.T, "keys": keys, "values": values}                  # (B, T, V)
 
 
-def _chunked(w, cfg, idx, chunks, **options):
-    """What the model gives fed chunk by chunk through fresh caches (with a misconception's options)."""
-    caches, outs, start = [_Cache() for _ in w["blocks"]], [], 0
-    for n in chunks:
-        outs.append(_forward(w, cfg, idx[:, start:start + n], caches, **options))
-        start += n
-    return torch.cat(outs, dim=1)                                                   # (B, T, V)
+@oracle
+def lm_outputs(w, cfg, idx, targets) -> dict:
+    """The logits ("want") and the loss of the full forward, and the misconceptions' logits and losses."""
+    B, T = idx.shape
+    logits = lm_forward(w, cfg, idx)["logits"]                                      # (B, T, V)
+    loss = F.cross_entropy(logits.reshape(B * T, -1), targets.reshape(B * T))
+    base_ignored = lm_forward(w, cfg, idx, base=10000.0)["logits"] if cfg.rope_base != 10000 else None
+    return {"want": logits, "wrong": [("model-no-final-norm", lm_forward(w, cfg, idx, final_norm=False)["logits"]),
+                                      ("rope-base-ignored", base_ignored)],
+            "loss": loss, "wrong_loss": [
+                ("loss-not-mean", loss * B * T),
+                ("loss-shifted-twice", F.cross_entropy(logits[:, :-1].reshape(-1, cfg.vocab_size),
+                                                       targets[:, 1:].reshape(-1)))]}
 
 
-def _count(cfg, tied_twice=False, untied_once=False, norms=True, final_norm=True, kv_as_q=False, ffn_mats=3):
+@oracle
+def lm_cache_script(w, cfg, idx, chunks) -> dict:
+    """idx fed chunk by chunk: the full forward's logits ("want"), each block's rotated keys and values of
+    every position, and the first block's keys of each chunk rotated as if it started at position 0."""
+    out = lm_forward(w, cfg, idx)
+    starts = [sum(chunks[:j]) for j in range(len(chunks))]
+    not_offset = [lm_forward(w, cfg, idx[:, s:s + n])["keys"][0] for s, n in zip(starts, chunks)]
+    return {"want": out["logits"], "keys": out["keys"], "values": out["values"],
+            "keys-not-offset": torch.cat(not_offset, dim=2)}                        # (B, Hkv, T, Dh)
+
+
+@oracle
+def param_count(cfg, tied_twice=False, untied_once=False, norms=True, final_norm=True, kv_as_q=False, ffn_mats=3):
     """count_parameters and its misconceptions."""
     C, V, Dh = cfg.n_embed, cfg.vocab_size, cfg.n_embed // cfg.n_head
     kv_heads = cfg.n_head if kv_as_q else cfg.n_kv_head
@@ -111,13 +123,29 @@ def _count(cfg, tied_twice=False, untied_once=False, norms=True, final_norm=True
     return V * C + cfg.n_layer * per_block + (C if norms and final_norm else 0) + head
 
 
+@oracle
+def param_counts(cfg) -> dict:
+    """count_parameters(cfg) ("want") and what each misconception counts, as (code, count) pairs."""
+    return {"want": param_count(cfg), "wrong": [
+        ("param-count-tied-twice", param_count(cfg, tied_twice=True)),
+        ("param-count-untied-once", param_count(cfg, untied_once=True)),
+        ("param-count-no-norms", param_count(cfg, norms=False)),
+        ("param-count-no-final-norm", param_count(cfg, final_norm=False)),
+        ("param-count-kv-as-q", param_count(cfg, kv_as_q=True)),
+        ("param-count-ffn-two-matrices", param_count(cfg, ffn_mats=2))]}
+
+
 # --- DecoderLM ---------------------------------------------------------------------------------
 
 # (config, B, T, chunks); T stays within the context length, the chunks cover T.
 LM_CASES = [(_sizes(11, 16, 16, 4, 2, 2, 24, base=100.0, tie=True), 2, 7, (3, 2, 1, 1)),
             (_sizes(13, 12, 12, 3, 1, 1, 20, base=10000.0, tie=False), 1, 5, (2, 1, 2))]
-LM_EXTENDED = [(_sizes(9, 10, 8, 2, 2, 3, 16, base=500.0, tie=True), 3, 6, (1, 1, 1, 1, 1, 1)),
-               (_sizes(17, 20, 24, 6, 3, 2, 40, base=50.0, tie=False), 2, 9, (4, 1, 3, 1))]
+
+
+@instructor_only
+def hidden_lm_cases():
+    return [(_sizes(9, 10, 8, 2, 2, 3, 16, base=500.0, tie=True), 3, 6, (1, 1, 1, 1, 1, 1)),
+            (_sizes(17, 20, 24, 6, 3, 2, 40, base=50.0, tie=False), 2, 9, (4, 1, 3, 1))]
 
 
 def _check_lm_layout(model, cfg) -> None:
@@ -142,13 +170,13 @@ def _check_lm_layout(model, cfg) -> None:
         widths = {"q_proj": (C, cfg.n_head * Dh), "k_proj": (C, cfg.n_kv_head * Dh),
                   "v_proj": (C, cfg.n_kv_head * Dh), "o_proj": (cfg.n_head * Dh, C)}
         for name, (n_in, n_out) in widths.items():
-            _check_linear(getattr(attn, name, None), f"blocks[{i}].attn.{name}", n_in, n_out, False, "model-layout")
-        _check_swiglu_layout(getattr(block, "ffn", None), C, cfg.ffn_hidden, code="model-layout")
+            require_linear(getattr(attn, name, None), f"blocks[{i}].attn.{name}", n_in, n_out, False, "model-layout")
+        require_swiglu_layout(getattr(block, "ffn", None), C, cfg.ffn_hidden, code="model-layout")
     norm_weight = getattr(getattr(model, "norm", None), "weight", None)
     if not isinstance(norm_weight, torch.Tensor) or norm_weight.shape != (C,):
         raise CheckError("model-no-final-norm", f"应有最后的归一化 norm = RMSNorm({C})，实际是 "
                                                 f"{type(getattr(model, 'norm', None)).__name__}。")
-    _check_linear(getattr(model, "lm_head", None), "lm_head", C, V, False, "model-layout")
+    require_linear(getattr(model, "lm_head", None), "lm_head", C, V, False, "model-layout")
 
 
 def _check_tying(model, cfg) -> None:
@@ -159,25 +187,20 @@ def _check_tying(model, cfg) -> None:
         raise CheckError("tie-missing", f"tie_embeddings=True，但 lm_head.weight 不是 tok_emb.weight：{detail}。")
     if not cfg.tie_embeddings and (head is emb or shared_memory):
         raise CheckError("tie-unwanted", "tie_embeddings=False，但 lm_head.weight 与 tok_emb.weight 是同一个矩阵。")
-    own, want = sum(p.numel() for p in model.parameters()), _count(cfg)
+    own, want = sum(p.numel() for p in model.parameters()), param_counts(cfg)["want"]
     if own != want:
         raise CheckError("model-layout", f"模型的参数总数应为 {want:,}，实际是 {own:,}（多了或少了某些层、偏置）。")
 
 
-def _make_lm(candidate, cfg, seed: int):
-    """The candidate model with random weights drawn from seed (so that every part matters)."""
+def _make_lm(candidate, cfg, weights: dict, seed: int):
+    """The candidate model, checked for its layout and tying, with the check-made ``weights`` loaded."""
     torch.manual_seed(seed)
     model = call(candidate, cfg)
     if not isinstance(model, nn.Module):
         raise CheckError("wrong-type", f"DecoderLM(config) 应创建一个 nn.Module，实际是 {type(model).__name__}。")
     _check_lm_layout(model, cfg)
     _check_tying(model, cfg)
-    g = torch.Generator().manual_seed(seed)
-    with torch.no_grad():
-        for _, p in model.named_parameters():                          # a tied weight once
-            fresh = 1 + 0.3 * torch.randn(p.shape, generator=g) if p.dim() == 1 else \
-                torch.randn(p.shape, generator=g) / math.sqrt(p.size(-1))
-            p.copy_(fresh)
+    load_weights(model, weights, code="model-layout")
     model.eval()
     return model
 
@@ -188,9 +211,33 @@ def _split(out, what: str):
     return out
 
 
-def _decode(model, idx, chunks, what: str):
-    """idx chunk by chunk through fresh caches: the logits, concatenated, and the caches."""
-    caches, outs, start = [_Cache() for _ in model.blocks], [], 0
+class _ScriptedCache:
+    """One block's stand-in KV cache: update(k, v) keeps what the block put in and hands back the keys and
+    values of every position so far as the oracle computed them; len() counts the positions received."""
+
+    def __init__(self, keys: torch.Tensor, values: torch.Tensor):
+        self.keys, self.values = keys, values                                       # (B, Hkv, T, Dh) each
+        self.received: list[tuple] = []
+
+    def __len__(self) -> int:
+        return sum(k.size(2) for k, _ in self.received)
+
+    def update(self, k, v):
+        end = len(self) + k.size(2)
+        self.received.append((k, v))
+        return self.keys[:, :, :end].to(k.dtype), self.values[:, :, :end].to(v.dtype)   # (B, Hkv, S, Dh)
+
+    def put(self, index: int):
+        """Everything the block put in (0: keys, 1: values) along the positions, or None if it cannot be joined."""
+        try:
+            return torch.cat([pair[index] for pair in self.received], dim=2)        # (B, Hkv, T, Dh)
+        except (RuntimeError, TypeError, IndexError):
+            return None
+
+
+def _decode(model, idx, chunks, script: dict, what: str):
+    """idx chunk by chunk through fresh scripted caches: the logits, concatenated."""
+    caches, outs, start = [_ScriptedCache(k, v) for k, v in zip(script["keys"], script["values"])], [], 0
     try:
         for n in chunks:
             logits, _ = _split(call(model, idx[:, start:start + n], caches=caches), what)
@@ -205,6 +252,7 @@ def _decode(model, idx, chunks, what: str):
         raise CheckError("wrong", f"{what}：喂了 {start} 个位置之后，每层的缓存应各有 {start} 个位置，实际是 {got}。")
     if not all(isinstance(o, torch.Tensor) and o.dim() == 3 for o in outs):
         raise CheckError("wrong-type", f"{what}：logits 应是 [B, T, V] 的张量。")
+    _check_cache_contents(caches, script, what)
     return torch.cat(outs, dim=1)                                                   # (B, T, V)
 
 
@@ -217,51 +265,58 @@ def _check_cache_use(caches, what: str) -> None:
                                          "（forward 没有把 caches[i] 交给第 i 个 Block）。")
 
 
+def _check_cache_contents(caches, script: dict, what: str) -> None:
+    """Each block put in its cache the keys rotated at their own positions, and the values."""
+    for i, cache in enumerate(caches):
+        if close(cache.put(0), cache.keys, atol=1e-4) and close(cache.put(1), cache.values, atol=1e-4):
+            continue
+        if i == 0 and close(cache.put(0), script["keys-not-offset"], atol=1e-4):
+            raise CheckError("decode-positions-not-offset", f"{what}：第 1 个 Block 放进缓存的 k 是从位置 0 起旋转的，"
+                                                            "与下面这个误区算出的结果完全一致。")
+        raise CheckError("wrong", f"{what}：第 {i + 1} 个 Block 放进缓存的 K/V 不对（应是这些位置旋转后的 k 和 v）。")
+
+
 @check("DecoderLM")
 def check_DecoderLM(candidate, extended: bool = False, seed: int = 0) -> None:
-    for i, (sizes, B, T, chunks) in enumerate(LM_CASES + (LM_EXTENDED if extended else [])):
+    for i, (sizes, B, T, chunks) in enumerate(LM_CASES + (hidden_lm_cases() if extended else [])):
         cfg = _config(**sizes)
-        model = _make_lm(candidate, cfg, seed * 1009 + 17 * i)
-        w = _weights(model)
+        w = lm_weights(cfg, seed * 1009 + 17 * i)
+        model = _make_lm(candidate, cfg, w, seed * 1009 + 17 * i)
         g = torch.Generator().manual_seed(seed + 31 * i)
         idx = torch.randint(cfg.vocab_size, (B, T), generator=g)                    # (B, T)
         targets = torch.randint(cfg.vocab_size, (B, T), generator=g)
         label = (f"vocab={cfg.vocab_size}, n_embed={cfg.n_embed}, n_head={cfg.n_head}, n_kv_head={cfg.n_kv_head}, "
                  f"n_layer={cfg.n_layer}, rope_base={cfg.rope_base:g}, tie={cfg.tie_embeddings}, B={B}, T={T}")
         with torch.no_grad():
-            want = _forward(w, cfg, idx)                                            # (B, T, V)
+            outs = lm_outputs(w, cfg, idx, targets)
             logits, loss = _split(call_pure(model, idx), label)
-            expect(logits, want, f"{label} 时的 logits", [
-                ("model-no-final-norm", lambda: _forward(w, cfg, idx, final_norm=False)),
-                ("rope-base-ignored", lambda: _forward(w, cfg, idx, base=10000.0) if cfg.rope_base != 10000 else None)],
-                atol=1e-4)
+            expect(logits, outs["want"], f"{label} 时的 logits", outs["wrong"], atol=1e-4)
             if loss is not None:
                 raise CheckError("wrong-type", f"{label}：没给 targets 时 loss 应为 None，实际是 {loss!r}。")
             _, loss = _split(call_pure(model, idx, targets=targets), label)
-            flat = want.reshape(B * T, -1)
-            want_loss = F.cross_entropy(flat, targets.reshape(B * T))
-            expect(loss, want_loss, f"{label}，给了 targets 时的 loss", [
-                ("loss-not-mean", want_loss * B * T),
-                ("loss-shifted-twice", lambda: F.cross_entropy(want[:, :-1].reshape(-1, cfg.vocab_size),
-                                                                targets[:, 1:].reshape(-1)))], atol=1e-4)
+            expect(loss, outs["loss"], f"{label}，给了 targets 时的 loss", outs["wrong_loss"], atol=1e-4)
             # chunks through fresh caches == the full forward: RoPE positions start at the cached length
             what = f"{label}，按分块 {list(chunks)} 带缓存解码的 logits（应等于一次算完的 logits）"
-            expect(_decode(model, idx, chunks, what), want, what, [
-                ("decode-positions-not-offset", lambda: _chunked(w, cfg, idx, chunks, offset=False))], atol=1e-4)
+            script = lm_cache_script(w, cfg, idx, chunks)
+            expect(_decode(model, idx, chunks, script, what), script["want"], what, atol=1e-4)
             ones = (1,) * T
             idx2 = torch.randint(cfg.vocab_size, (B, T), generator=g)
             what = f"{label}，另一条序列、新建的缓存，逐个 token 解码的 logits（应等于一次算完的 logits）"
-            expect(_decode(model, idx2, ones, what), _forward(w, cfg, idx2), what, [
-                ("decode-positions-not-offset", lambda: _chunked(w, cfg, idx2, ones, offset=False))], atol=1e-4)
+            script = lm_cache_script(w, cfg, idx2, ones)
+            expect(_decode(model, idx2, ones, script, what), script["want"], what, atol=1e-4)
 
 
 # --- count_parameters --------------------------------------------------------------------------
 
 COUNT_CASES = [_sizes(50, 32, 32, 4, 2, 2, 64, tie=True), _sizes(97, 64, 48, 6, 6, 3, 130, tie=False),
                _sizes(32000, 4096, 4096, 32, 32, 32, 11008, tie=False)]           # the last: Llama-2-7B
-COUNT_EXTENDED = [_sizes(128256, 131072, 2048, 32, 8, 16, 8192, base=500000.0, tie=True),   # Llama-3.2-1B
-                  _sizes(32000, 32768, 4096, 32, 8, 32, 14336, tie=False),                   # Mistral-7B
-                  _sizes(7, 8, 8, 2, 1, 1, 12, tie=True)]
+
+
+@instructor_only
+def hidden_count_cases():
+    return [_sizes(128256, 131072, 2048, 32, 8, 16, 8192, base=500000.0, tie=True),   # Llama-3.2-1B
+            _sizes(32000, 32768, 4096, 32, 8, 32, 14336, tie=False),                   # Mistral-7B
+            _sizes(7, 8, 8, 2, 1, 1, 12, tie=True)]
 
 
 @check("count_parameters")
@@ -270,9 +325,10 @@ def check_count_parameters(candidate, extended: bool = False, seed: int = 0) -> 
     H, rep, Dh = (int(v) for v in torch.randint(1, 5, (3,), generator=g))
     drawn = _sizes(int(torch.randint(5, 300, (1,), generator=g)), 64, H * 2 * Dh, H, max(1, H // rep), 1 + seed % 4,
                    int(torch.randint(3, 200, (1,), generator=g)), tie=bool(seed % 2))
-    for sizes in COUNT_CASES + (COUNT_EXTENDED if extended else []) + [drawn]:
+    for sizes in COUNT_CASES + (hidden_count_cases() if extended else []) + [drawn]:
         cfg = _config(**sizes)
-        got, want = call(candidate, cfg), _count(cfg)
+        counts = param_counts(cfg)
+        got, want = call(candidate, cfg), counts["want"]
         what = (f"vocab={cfg.vocab_size}, n_embed={cfg.n_embed}, n_head={cfg.n_head}, n_kv_head={cfg.n_kv_head}, "
                 f"n_layer={cfg.n_layer}, ffn_hidden={cfg.ffn_hidden}, tie_embeddings={cfg.tie_embeddings}")
         if isinstance(got, bool) or not isinstance(got, int):
@@ -281,13 +337,7 @@ def check_count_parameters(candidate, extended: bool = False, seed: int = 0) -> 
             raise CheckError("wrong-type", f"{what}：应返回 int（参数个数），实际是 {type(got).__name__}。")
         if got == want:
             continue
-        misconceptions = [("param-count-tied-twice", _count(cfg, tied_twice=True)),
-                          ("param-count-untied-once", _count(cfg, untied_once=True)),
-                          ("param-count-no-norms", _count(cfg, norms=False)),
-                          ("param-count-no-final-norm", _count(cfg, final_norm=False)),
-                          ("param-count-kv-as-q", _count(cfg, kv_as_q=True)),
-                          ("param-count-ffn-two-matrices", _count(cfg, ffn_mats=2))]
-        for code, value in misconceptions:
+        for code, value in counts["wrong"]:
             if value != want and got == value:
                 raise CheckError(code, f"{what}：应为 {want:,} 个参数，实际是 {got:,}。")
         raise CheckError("wrong", f"{what}：应为 {want:,} 个参数，实际是 {got:,}（相差 {got - want:+,}）。")
@@ -295,42 +345,39 @@ def check_count_parameters(candidate, extended: bool = False, seed: int = 0) -> 
 
 # --- generate ----------------------------------------------------------------------------------
 
-class _ToyLM(nn.Module):
-    """A small float64 DecoderLM of the check's own, with the interface generate relies on
-    (config, blocks, forward(idx, targets=None, caches=None) -> (logits, None)); it records its calls."""
+class _TableLM(nn.Module):
+    """A stand-in for DecoderLM with the interface generate relies on (config, blocks,
+    forward(idx, targets=None, caches=None) -> (logits, None)): the logits after token s at position p
+    are table[p % S, s], positions counted on from len(caches[0]). Caches receive dummy K/V, so that
+    len(cache) counts the positions as a real model's would; it records its calls."""
 
-    def __init__(self, cfg, seed: int):
+    def __init__(self, table: torch.Tensor, n_layer: int = 2):
         super().__init__()
-        self.config = cfg
-        self.blocks = nn.ModuleList(nn.Module() for _ in range(cfg.n_layer))
-        self.w = _random_weights(cfg, torch.Generator().manual_seed(seed))
-        self.tok_emb = nn.Embedding.from_pretrained(self.w["emb"].float())        # so that parameters() is not empty
-        self.calls: list[tuple[int, list[int] | None]] = []
-
-    def forward(self, idx, targets=None, caches=None):  # noqa: ARG002 (DecoderLM's interface; no loss here)
-        self.calls.append((idx.size(1), None if caches is None else [len(c) for c in caches]))
-        return _forward(self.w, self.config, idx, caches).float(), None            # (B, T, V)
-
-
-class _FixedLM(nn.Module):
-    """Next-token logits = base rolled by the current token: a known distribution at every step.
-    Caches receive dummy K/V, so that len(cache) counts the positions as a real model's would."""
-
-    def __init__(self, base: torch.Tensor, n_layer: int = 2):
-        super().__init__()
-        V = base.numel()
-        self.config = _config(**_sizes(V, 64, 4, 2, 1, n_layer, 4))
+        S, V, _ = table.shape
+        self.config = _config(**_sizes(V, S, 4, 2, 1, n_layer, 4))
         self.blocks = nn.ModuleList(nn.Module() for _ in range(n_layer))
-        self.tok_emb = nn.Embedding(V, 4)
-        self.table = torch.stack([base.roll(s) for s in range(V)])                 # (V, V): row s = logits after s
+        self.tok_emb = nn.Embedding(V, 4)                                          # so that parameters() is not empty
+        self.table = table                                                         # (S, V, V)
         self.calls: list[tuple[int, list[int] | None]] = []
 
     def forward(self, idx, targets=None, caches=None):  # noqa: ARG002 (DecoderLM's interface; no loss here)
         B, T = idx.shape
         self.calls.append((T, None if caches is None else [len(c) for c in caches]))
+        start = len(caches[0]) if caches else 0
         for cache in caches or []:
             cache.update(torch.zeros(B, 1, T, 2), torch.zeros(B, 1, T, 2))        # (B, Hkv=1, T, Dh=2)
-        return self.table[idx], None                                               # (B, T, V)
+        positions = torch.arange(start, start + T) % self.table.size(0)            # (T,)
+        return self.table[positions[None, :], idx], None                           # (B, T, V)
+
+
+@oracle
+def greedy_tokens(table, prompt, n: int) -> torch.Tensor:
+    """prompt (B, T0) continued greedily by n tokens under _TableLM(table): (B, T0 + n)."""
+    idx = prompt
+    for _ in range(n):
+        logits = table[(idx.size(1) - 1) % table.size(0)][idx[:, -1]]                # (B, V)
+        idx = torch.cat([idx, logits.argmax(-1, keepdim=True)], dim=1)             # (B, T + 1)
+    return idx
 
 
 def _run(candidate, model, prompt, n, what, **kwargs):
@@ -373,22 +420,13 @@ def _check_protocol(calls, T0: int, n: int, n_layer: int, what: str) -> None:
                                   f"最后一个可以不喂），实际调用了 {len(calls)} 次。")
 
 
-@torch.no_grad()
-def _greedy(model, prompt, n):
-    """Greedy decoding without a cache: the whole sequence at every step."""
-    idx = prompt
-    for _ in range(n):
-        idx = torch.cat([idx, model(idx)[0][:, -1].argmax(-1, keepdim=True)], dim=1)   # (B, T + 1)
-    return idx
-
-
 def _gen(seed: int) -> torch.Generator:
     return torch.Generator().manual_seed(seed)
 
 
 # (prompt B, prompt T, new tokens, model seed) for the greedy / protocol part
 GEN_CASES = [(2, 3, 5, 0), (1, 1, 4, 1)]
-GEN_EXTENDED = [(3, 4, 7, 2), (2, 6, 3, 3)]
+GEN_VOCAB, GEN_POSITIONS = 13, 24                                                  # the greedy part's table model
 BASE = torch.tensor([2.0, 1.2, 0.5, 0.0, -0.7, -1.5])                             # (V,) the fixed model's logits
 N_DRAWS, TOLERANCE = 4000, 0.04                                                    # total-variation distance
 
@@ -398,11 +436,22 @@ def _tv(tokens: torch.Tensor, p: torch.Tensor) -> float:
     return 0.5 * (freq - p.double()).abs().sum().item()
 
 
+@instructor_only
+def hidden_gen_cases():
+    return [(3, 4, 7, 2), (2, 6, 3, 3)]
+
+
+def _fixed_table() -> torch.Tensor:
+    """The sampling part's table: the logits after token s are BASE rolled by s, at every position."""
+    V = BASE.numel()
+    return torch.stack([BASE.roll(s) for s in range(V)]).expand(GEN_POSITIONS, V, V)   # (S, V, V)
+
+
 def _check_greedy(candidate, extended: bool, seed: int) -> None:
-    for B, T0, n, model_seed in GEN_CASES + (GEN_EXTENDED if extended else []):
-        cfg = _config(**_sizes(13, 24, 16, 4, 2, 2, 24, base=100.0, tie=False))
-        model = _ToyLM(cfg, seed * 101 + model_seed)
-        prompt = torch.randint(cfg.vocab_size, (B, T0), generator=_gen(seed + model_seed))   # (B, T0)
+    for B, T0, n, model_seed in GEN_CASES + (hidden_gen_cases() if extended else []):
+        table = randn(GEN_POSITIONS, GEN_VOCAB, GEN_VOCAB, seed=seed * 101 + model_seed, scale=2.0)   # (S, V, V)
+        model = _TableLM(table)
+        prompt = torch.randint(GEN_VOCAB, (B, T0), generator=_gen(seed + model_seed))   # (B, T0)
         what = f"贪心（temperature=0），提示词形状 {(B, T0)}，max_new_tokens={n}"
         try:
             out = _run(candidate, model, prompt, n, what, temperature=0, generator=_gen(1))
@@ -411,8 +460,8 @@ def _check_greedy(candidate, extended: bool, seed: int) -> None:
                 raise CheckError("generate-greedy-samples",
                                  f"{what}：运行出错（{err.finding}）——多半是除以了 0。") from err
             raise
-        _check_protocol(model.calls, T0, n, cfg.n_layer, what)
-        want = _greedy(model, prompt, n)
+        _check_protocol(model.calls, T0, n, len(model.blocks), what)
+        want = greedy_tokens(table, prompt, n)
         if torch.equal(out, want):
             continue
         others = [_run(candidate, model, prompt, n, what, temperature=0, generator=_gen(s)) for s in (2, 3, 4)]
@@ -423,7 +472,7 @@ def _check_greedy(candidate, extended: bool, seed: int) -> None:
 
 
 def _check_sampling(candidate, extended: bool, seed: int) -> None:
-    model = _FixedLM(BASE)
+    model = _TableLM(_fixed_table())
     prompt = torch.tensor([[4, 3]]).expand(N_DRAWS, 2)                             # (N, 2): the last token is 3
     logits = BASE.roll(3)                                                          # (V,) the first new token's logits
     what = f"{N_DRAWS} 条相同的提示词各采样 2 个 token"
@@ -467,8 +516,7 @@ def _check_sampling(candidate, extended: bool, seed: int) -> None:
             raise CheckError("generate-top-k-ignored", f"{what}，{detail}。")
         raise CheckError("generate-top-k-wrong", f"{what}，{detail}（或频率不对）。")
     greedy = _run(candidate, model, prompt, 2, f"{what}（temperature=0）", temperature=0, generator=_gen(seed + 3))
-    best = int(logits.argmax())
-    want = torch.tensor([best, int(BASE.roll(best).argmax())])
+    want = greedy_tokens(_fixed_table(), prompt[:1], 2)[0, 2:]                    # (2,)
     if not (greedy[:, 2:] == want).all():
         raise CheckError("generate-greedy-samples", f"{what}（temperature=0）：应当每条都是贪心的 {want.tolist()}，"
                                                     f"实际抽到了 {sorted(set(greedy[:, 2].tolist()))} 等不同的 token。")
@@ -488,28 +536,40 @@ MIXTRAL = SimpleNamespace(**_sizes(32000, 32768, 4096, 32, 8, 32, 14336, tie=Fal
 N_EXPERT, TOP_K = 8, 2
 READ_KEYS = ("llama3_8b_params", "llama3_8b_kv_bytes_per_token", "mixtral_total_params", "mixtral_active_params",
              "mixtral_flops_per_token")
+WRONG_TOLERANCE = 1e-2
+UNITS = (1e9, 2 ** 10, 2 ** 20, 1e6)                                               # an answer in billions, KiB, …
 
 
-def _moe(cfg, experts: int) -> int:
+def _read_tolerance(key: str) -> float:
+    return 0.03 if key.endswith("flops_per_token") else 2e-3
+
+
+@oracle
+def moe_param_count(cfg, experts: int) -> int:
     """Parameters of a Mixtral-style model counting `experts` expert FFNs per block (and the router)."""
-    return _count(cfg) + cfg.n_layer * ((experts - 1) * 3 * cfg.n_embed * cfg.ffn_hidden + cfg.n_embed * N_EXPERT)
+    return param_count(cfg) + cfg.n_layer * ((experts - 1) * 3 * cfg.n_embed * cfg.ffn_hidden + cfg.n_embed * N_EXPERT)
 
 
+@instructor_only
 def read_config_truth() -> dict[str, float]:
-    active = _moe(MIXTRAL, TOP_K)
-    return {"llama3_8b_params": _count(LLAMA3_8B), "llama3_8b_kv_bytes_per_token": 2 * 32 * 8 * 128 * 2,
-            "mixtral_total_params": _moe(MIXTRAL, N_EXPERT), "mixtral_active_params": active,
+    active = moe_param_count(MIXTRAL, TOP_K)
+    return {"llama3_8b_params": param_count(LLAMA3_8B), "llama3_8b_kv_bytes_per_token": 2 * 32 * 8 * 128 * 2,
+            "mixtral_total_params": moe_param_count(MIXTRAL, N_EXPERT), "mixtral_active_params": active,
             "mixtral_flops_per_token": 2 * active}
 
 
-def _read_config_wrong(truth: dict) -> dict[str, list[tuple[str, float]]]:
+@oracle
+def read_config_keys() -> dict:
+    """Digests of the truths ("want" per key, within the key's tolerance) and of the known wrong numbers,
+    as (code, key) pairs within WRONG_TOLERANCE."""
+    truth = read_config_truth()
     active, total = truth["mixtral_active_params"], truth["mixtral_total_params"]
-    one_expert = _moe(MIXTRAL, 1)
+    one_expert = moe_param_count(MIXTRAL, 1)
     kv = truth["llama3_8b_kv_bytes_per_token"]
-    return {
-        "llama3_8b_params": [("quiz-config-tied-assumed", _count(LLAMA3_8B, untied_once=True)),
-                             ("quiz-config-kv-as-q", _count(LLAMA3_8B, kv_as_q=True)),
-                             ("quiz-swiglu-two-matrices", _count(LLAMA3_8B, ffn_mats=2))],
+    wrong = {
+        "llama3_8b_params": [("quiz-config-tied-assumed", param_count(LLAMA3_8B, untied_once=True)),
+                             ("quiz-config-kv-as-q", param_count(LLAMA3_8B, kv_as_q=True)),
+                             ("quiz-swiglu-two-matrices", param_count(LLAMA3_8B, ffn_mats=2))],
         "llama3_8b_kv_bytes_per_token": [("quiz-kv-no-factor-2", kv / 2), ("quiz-kv-fp32", kv * 2),
                                          ("quiz-config-kv-as-q", kv * 4), ("kv-bytes-no-layers", kv / 32),
                                          ("kv-bytes-bits", kv * 8)],
@@ -519,6 +579,9 @@ def _read_config_wrong(truth: dict) -> dict[str, list[tuple[str, float]]]:
         "mixtral_flops_per_token": [("quiz-flops-total-params", 2 * total), ("quiz-flops-no-factor-2", active),
                                     ("quiz-flops-training", 6 * active)],
     }
+    return {key: {"want": answer_key(truth[key], _read_tolerance(key)),
+                  "wrong": [(code, answer_key(value, WRONG_TOLERANCE)) for code, value in wrong[key]]}
+            for key in READ_KEYS}
 
 
 @check("quiz_read_config")
@@ -526,34 +589,49 @@ def check_quiz_read_config(candidate, extended: bool = False, seed: int = 0) -> 
     """One set of answers, nothing random: ``extended`` and ``seed`` change nothing."""
     del extended, seed
     answers = quiz_answers(candidate, "quiz_read_config", READ_KEYS)
-    truth, wrongs = read_config_truth(), _read_config_wrong(read_config_truth())
+    keys = read_config_keys()
     for key in READ_KEYS:
-        value, want = _number(answers, key), truth[key]
-        tolerance = 0.03 if key.endswith("flops_per_token") else 2e-3
-        if math.isclose(value, want, rel_tol=tolerance):
+        value, want, tolerance = quiz_number(answers, key), keys[key]["want"], _read_tolerance(key)
+        if matches(value, want, tolerance):
             continue
-        for code, wrong in wrongs[key]:
-            if math.isclose(value, wrong, rel_tol=1e-2):
+        for code, wrong in keys[key]["wrong"]:
+            if matches(value, wrong, WRONG_TOLERANCE):
                 raise CheckError(code, f"{key} = {value:,.6g} 不对。")
-        if any(math.isclose(value * unit, want, rel_tol=tolerance) for unit in (1e9, 2 ** 10, 2 ** 20, 1e6)):
+        if any(matches(value * unit, want, tolerance) for unit in UNITS):
             raise CheckError("quiz-config-units", f"{key} = {value:,.6g}：单位不对。")
         raise CheckError("wrong", f"{key} = {value:,.6g} 不对：回到 §8 的清单和公式再算一遍。")
 
 
 # --- quiz_misconceptions -----------------------------------------------------------------------
 
-MYTHS = {"weights_explain": (False, "quiz-myth-weights-explain"), "heads_learned": (True, "quiz-myth-heads-designed"),
-         "flash_is_sparse": (False, "quiz-myth-flash-sparse"), "rope_window_enough": (False, "quiz-myth-rope-window"),
-         "training_parallel": (True, "quiz-myth-training-sequential")}
+MYTH_KEYS = ("weights_explain", "heads_learned", "flash_is_sparse", "rope_window_enough", "training_parallel")
+
+
+@instructor_only
+def myths_truth() -> dict[str, tuple[bool, str]]:
+    """Each statement's truth, and the code of the misconception the other answer shows."""
+    return {"weights_explain": (False, "quiz-myth-weights-explain"),
+            "heads_learned": (True, "quiz-myth-heads-designed"),
+            "flash_is_sparse": (False, "quiz-myth-flash-sparse"),
+            "rope_window_enough": (False, "quiz-myth-rope-window"),
+            "training_parallel": (True, "quiz-myth-training-sequential")}
+
+
+@oracle
+def myths_keys() -> dict[str, tuple[list[str], str]]:
+    """Per statement: the digest of its truth and the code of a wrong answer."""
+    return {key: (answer_key(truth), code) for key, (truth, code) in myths_truth().items()}
 
 
 @check("quiz_misconceptions")
 def check_quiz_misconceptions(candidate, extended: bool = False, seed: int = 0) -> None:
     """One set of answers, nothing random: ``extended`` and ``seed`` change nothing."""
     del extended, seed
-    answers = quiz_answers(candidate, "quiz_misconceptions", list(MYTHS))
-    for key, (truth, code) in MYTHS.items():
+    answers = quiz_answers(candidate, "quiz_misconceptions", MYTH_KEYS)
+    keys = myths_keys()
+    for key in MYTH_KEYS:
         if not isinstance(answers[key], bool):
             raise CheckError("wrong-type", f"{key} 的答案应是 True 或 False，实际是 {answers[key]!r}。")
-        if answers[key] != truth:
+        truth, code = keys[key]
+        if not matches(answers[key], truth):
             raise CheckError(code, f"{key} 的答案不是 {answers[key]}。")

@@ -1,4 +1,4 @@
-"""Figures of section 00: the font check and the shape-tracking picture of one attention head."""
+"""Figures of section 00: the font check, and the shapes of one attention head (measured, tabled, drawn)."""
 from __future__ import annotations
 
 
@@ -6,7 +6,6 @@ import matplotlib.pyplot as plt
 import torch
 from matplotlib.patches import FancyArrowPatch, Rectangle
 
-from utils.checks.s00 import head_shapes
 from utils.env import display_width
 from utils.plotting import bars, demo_figure
 
@@ -20,6 +19,20 @@ HEAD_TENSORS = (
 )
 # The operation on each arrow between two consecutive tensors.
 HEAD_STEPS = ("@ W_Q, W_K, W_V\n[C, D]", r"Q @ $K^{\top}$", "softmax\n(dim=-1)", "@ V")
+
+
+def head_shapes(B: int, T: int, C: int, D: int) -> dict[str, tuple[int, ...]]:
+    """Shapes of one attention head, measured by running the computation on zeros (not typed in).
+
+    For the learner to explore after the warm-up quiz; the quiz's check never uses it."""
+    x = torch.zeros(B, T, C)                   # (B, T, C)
+    w_q = w_k = w_v = torch.zeros(C, D)        # (C, D)
+    q, k, v = x @ w_q, x @ w_k, x @ w_v        # (B, T, D) each
+    scores = q @ k.transpose(-2, -1)           # (B, T, D) @ (B, D, T) -> (B, T, T)
+    weights = torch.softmax(scores, dim=-1)    # (B, T, T)
+    out = weights @ v                          # (B, T, T) @ (B, T, D) -> (B, T, D)
+    return {"X": tuple(x.shape), "Q": tuple(q.shape), "K": tuple(k.shape), "V": tuple(v.shape),
+            "scores": tuple(scores.shape), "weights": tuple(weights.shape), "out": tuple(out.shape)}
 
 
 def _pad(text: str, width: int) -> str:

@@ -1,0 +1,189 @@
+"""The class edition as students install it: built, installed into a fresh virtual environment,
+searched for answers and run through the bug bank.
+
+Built with ``--answers-through 04_masks``: sections 05–10 are the open assignments here.
+"""
+from __future__ import annotations
+
+import ast
+import importlib
+import json
+import shutil
+import subprocess
+import sys
+
+import pytest
+
+from autograder.build import section_ids
+from autograder.notebook_format import cell_kind, exercises
+
+from .bugbank import all_variants
+from .class_edition import install, renamed_copy
+from .conftest import ROOT, load_notebook
+from .edition_candidates import passing_candidates
+from .test_bugbank import run_check
+
+pytestmark = pytest.mark.slow
+ANSWERS_THROUGH = "04_masks"
+OPEN = [s for s in section_ids() if s > ANSWERS_THROUGH]
+OPEN_EXERCISES = [e for s in OPEN for e in exercises(load_notebook("solutions", s))]
+
+
+@pytest.fixture(scope="module")
+def installed(tmp_path_factory):
+    return install(tmp_path_factory.mktemp("class"), ANSWERS_THROUGH)
+
+
+def test_no_function_class_or_constant_it_holds_passes_an_open_check(installed, tmp_path):
+    """Everything the installed package defines, tried as each open exercise under the full instructor
+    check: nothing passes. (tests/test_editions.py shows the same search finds the answers in the full
+    course.)"""
+    renamed_copy(installed.package, tmp_path, "student_utils")
+    sys.path.insert(0, str(tmp_path))
+    try:
+        package = importlib.import_module("student_utils")
+        assert importlib.import_module("student_utils.edition").IS_STUDENT
+        hits = passing_candidates(package, OPEN_EXERCISES, skip=("student_utils.progress",))
+    finally:
+        sys.path.remove(str(tmp_path))
+        for name in [m for m in sys.modules if m == "student_utils" or m.startswith("student_utils.")]:
+            del sys.modules[name]
+    assert not hits, "the class edition hands out answers:\n" + "\n".join(hits)
+
+
+def test_the_bug_bank_gets_the_same_diagnoses(installed, tmp_path):
+    """Every variant's visible check in the installed edition says what the full course says. The
+    learner's folder holds their (here: the course's) notebooks of the other sections, whose solutions
+    the open sections' given code and imports take (utils/learner_solutions.py)."""
+    work = tmp_path / "work"
+    for section in section_ids():
+        shutil.copytree(ROOT / "solutions" / section, work / section)
+    variants = all_variants()
+    (tmp_path / "variants.json").write_text(json.dumps(
+        [{"id": v.id, "exercise": v.exercise, "source": v.source} for v in variants]), encoding="utf-8")
+    subprocess.run([installed.python, str(ROOT / "tests" / "class_edition_bank.py"), str(tmp_path / "variants.json"),
+                    str(tmp_path / "codes.json")], cwd=work / section_ids()[-1], check=True, capture_output=True,
+                   text=True, timeout=600)
+    in_class = json.loads((tmp_path / "codes.json").read_text(encoding="utf-8"))
+    differ = [f"{v.id}: class edition {in_class[v.id]}, full course {full}"
+              for v in variants if in_class[v.id] != (full := run_check(v.exercise, _load(v)))]
+    assert not differ, "\n".join(differ)
+
+
+def _load(variant):
+    from .bugbank import load
+    return load(variant)
+
+
+def _region_lines(section: str, kinds: tuple[str, ...], begin: str, end: str) -> set[str]:
+    """The code lines between ``### BEGIN <begin>`` and ``### END <end>`` in cells of ``kinds``, not short,
+    not comments."""
+    lines, inside = set(), False
+    for cell in load_notebook("solutions", section)["cells"]:
+        if cell_kind(cell) not in kinds:
+            continue
+        for line in cell["source"].splitlines():
+            text = line.strip()
+            if text in (f"### BEGIN {begin}", f"### END {end}"):
+                inside = text.startswith("### BEGIN")
+            elif inside and len(text) >= 24 and not text.startswith("#"):
+                lines.add(text)
+    return lines
+
+
+def _solution_lines(section: str) -> set[str]:
+    return _region_lines(section, ("solution",), "SOLUTION", "SOLUTION")
+
+
+def _hidden_lines(section: str) -> set[str]:
+    return _region_lines(section, ("test",), "HIDDEN TESTS", "HIDDEN TESTS")
+
+
+def _given_lines() -> set[str]:
+    """Lines of every section's given code (export cells) and of the closed sections' solutions: the
+    course hands these out, so a solution line that is also one of them is no leak."""
+    given = {line.strip() for s in section_ids() for c in load_notebook("solutions", s)["cells"]
+             if cell_kind(c) == "export" for line in c["source"].splitlines()}
+    closed = {line.strip() for s in section_ids() if s <= ANSWERS_THROUGH
+              for line in (ROOT / "utils" / "reference" / f"s{s}.py").read_text(encoding="utf-8").splitlines()}
+    return given | closed | _check_code_lines()
+
+
+def _check_code_lines() -> set[str]:
+    """The lines of the full checks outside oracle and instructor-only bodies: the checks' own generic
+    code (making inputs, comparing), which both editions keep."""
+    lines = set()
+    for path in (ROOT / "utils" / "checks").glob("*.py"):
+        source = path.read_text(encoding="utf-8").splitlines()
+        stripped = set()
+        for node in ast.walk(ast.parse("\n".join(source))):
+            if isinstance(node, ast.FunctionDef) and any(
+                    getattr(d, "id", "") in ("oracle", "instructor_only") for d in node.decorator_list):
+                stripped |= set(range(node.body[0].lineno, node.body[-1].end_lineno + 1))
+        lines |= {line.strip() for number, line in enumerate(source, 1) if number not in stripped}
+    return lines
+
+
+def _instructor_only_lines() -> set[str]:
+    """The lines of every @instructor_only body of the full checks: hidden cases and quiz truths."""
+    lines = set()
+    for path in (ROOT / "utils" / "checks").glob("*.py"):
+        source = path.read_text(encoding="utf-8").splitlines()
+        for node in ast.walk(ast.parse("\n".join(source))):
+            if isinstance(node, ast.FunctionDef) and any(
+                    getattr(d, "id", "") == "instructor_only" for d in node.decorator_list):
+                body = node.body[1:] if ast.get_docstring(node) else node.body
+                lines |= {line.strip() for line in source[body[0].lineno - 1:body[-1].end_lineno]
+                          if len(line.strip()) >= 12 and not line.strip().startswith("#")} if body else set()
+    return lines
+
+
+def _text(paths) -> str:
+    return "\n".join(p.read_text(encoding="utf-8") for p in paths
+                     if p.is_file() and p.suffix in (".py", ".ipynb", ".txt", ".md", ".toml"))
+
+
+def test_no_solution_code_or_hidden_input_of_an_open_section_is_in_it(installed):
+    """The installed package holds no line of an open section's solution (but the given code and the
+    closed sections' solutions it hands out), and nothing of the edition — notebooks included — holds a
+    hidden test's line, a hidden case or a quiz truth."""
+    package, everything = _text(installed.package.rglob("*")), _text(installed.out.glob("**/*"))
+    given = "\n".join(_given_lines())
+    found = [f"{s} solution: {line}" for s in OPEN for line in _solution_lines(s)
+             if line in package and line not in given]
+    found += [f"{s} hidden test: {line}" for s in section_ids() for line in _hidden_lines(s) if line in everything]
+    found += [f"hidden case or truth: {line}" for line in _instructor_only_lines() - _check_code_lines()
+              if line in everything]
+    assert not found, "the class edition holds:\n" + "\n".join(sorted(found))
+
+
+def test_it_keeps_the_references_of_closed_sections_only(installed):
+    reference = installed.package / "reference"
+    for section in section_ids():
+        module = (reference / f"s{section}.py").read_text(encoding="utf-8")
+        names = exercises(load_notebook("solutions", section))
+        defined = {n.name for n in ast.parse(module).body if isinstance(n, (ast.FunctionDef, ast.ClassDef))}
+        if section <= ANSWERS_THROUGH:
+            assert set(names) <= defined, section
+        else:
+            assert not set(names) & defined, f"{section}: {set(names) & defined}"
+
+
+def test_a_later_notebook_runs_with_open_sections_left_undone(installed, tmp_path):
+    """07's learner notebook, untouched, in a folder where 05 was never done: top to bottom, every error is
+    one of ours — a check's [code], or the one line of a demo or given component waiting for an exercise —
+    and nothing falls back to an answer."""
+    section = "07_gqa_and_kv_cache"
+    work = tmp_path / "work" / section
+    shutil.copytree(ROOT / "notebooks" / section, work)
+    subprocess.run([installed.python, "-m", "nbconvert", "--to", "notebook", "--execute", "--inplace",
+                    "--allow-errors", "--ExecutePreprocessor.timeout=120", f"{section}.ipynb"],
+                   cwd=work, check=True, capture_output=True, text=True, timeout=600)
+    cells = json.loads((work / f"{section}.ipynb").read_text(encoding="utf-8"))["cells"]
+    errors = [o for c in cells for o in c.get("outputs", []) if o["output_type"] == "error"]
+    texts = [o for c in cells for o in c.get("outputs", []) if o["output_type"] == "stream"]
+    assert errors, "the stubs' checks fail"
+    kinds = {o["ename"] for o in errors}
+    assert kinds <= {"CheckError", "ExerciseNeeded", "NameError"}, kinds
+    assert any(o["ename"] == "ExerciseNeeded" for o in errors), "a demo says it waits for the exercise"
+    assert not any("参考实现" in t["text"] and "暂用" in t["text"] for t in texts), "no demo used a reference"

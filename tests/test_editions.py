@@ -1,0 +1,88 @@
+"""The class edition (``python3 course.py edition student``): the same diagnoses, and no answer held.
+
+In-process here: the full package stands in for the class edition by answering every oracle from
+the stored results (utils/checks/oracle.py ``replaying``) and by leaving out what the edition strips.
+tests/test_class_edition.py builds and installs the real edition.
+"""
+from __future__ import annotations
+
+import pytest
+import torch
+
+import utils
+from autograder import fixtures
+from utils.checks import oracle
+from utils.checks.oracle import FIXTURES
+
+from .bugbank import all_variants, load
+from .edition_candidates import passing_candidates
+from .test_bugbank import EXERCISES, run_check
+
+VARIANTS = all_variants()
+
+
+@pytest.fixture(scope="module")
+def recorded() -> fixtures.Store:
+    return fixtures.record()
+
+
+@pytest.fixture(scope="module")
+def committed() -> fixtures.Store:
+    return {path.stem: torch.load(path, weights_only=True) for path in FIXTURES.glob("*.pt")}
+
+
+@pytest.mark.parametrize("variant", VARIANTS, ids=lambda v: v.id)
+def test_the_class_edition_gives_the_same_diagnosis(variant, committed):
+    """The visible check answered from the stored results says what the full check says."""
+    full = run_check(variant.exercise, load(variant))
+    with oracle.replaying(committed):
+        stored = run_check(variant.exercise, load(variant))
+    assert stored == full, f"{variant.id}: the class edition says {stored}, the full course {full}"
+
+
+def test_the_stored_results_are_in_sync(recorded, committed):
+    """utils/checks/fixtures/ is what `python3 course.py build` records now (float tolerance: another
+    machine's float64 kernels may round the last bit differently)."""
+    assert sorted(recorded) == sorted(committed), "run `python3 course.py build`"
+    for module, results in recorded.items():
+        assert sorted(results) == sorted(committed[module]), f"{module}: run `python3 course.py build`"
+        for key, value in results.items():
+            assert _same(value, committed[module][key]), f"{module} {key}: run `python3 course.py build`"
+
+
+def _same(a, b) -> bool:
+    if isinstance(a, torch.Tensor):
+        return (isinstance(b, torch.Tensor) and a.shape == b.shape and a.dtype == b.dtype
+                and bool(torch.allclose(a, b, rtol=1e-9, atol=1e-12, equal_nan=True)))
+    if isinstance(a, (tuple, list)):
+        return type(a) is type(b) and len(a) == len(b) and all(map(_same, a, b))
+    if isinstance(a, dict):
+        return a.keys() == b.keys() and all(_same(a[k], b[k]) for k in a)
+    return a == b
+
+
+def test_hidden_data_is_refused_where_it_is_not_stored(committed):
+    from utils.checks import CheckError, check_attention
+    from utils.reference import attention
+    with oracle.replaying(committed), pytest.raises(CheckError) as err:
+        check_attention(attention, extended=True, seed=7)
+    assert err.value.code == "hidden-only"
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("exercise", EXERCISES)
+def test_nothing_the_package_keeps_passes_a_check(exercise):
+    """Every function, class and constant of utils/ that the class edition keeps (not the references,
+    not the oracles) fails the exercise's full check. (utils.progress runs the learner's notebooks in
+    fresh kernels: it holds no answer, and trying it as one would start kernels.)"""
+    hits = passing_candidates(utils, [exercise], skip=("utils.reference", "utils.progress"), without_oracles=True)
+    assert not hits, "the class edition would hand out answers:\n" + "\n".join(hits)
+
+
+@pytest.mark.slow
+def test_the_full_package_fails_that_test():
+    """Without the edition (the references and oracles kept) the same search finds answers."""
+    hits = passing_candidates(utils, ["attention", "Head", "project_qkv"], skip=())
+    assert {"attention <- utils.reference.attention", "Head <- utils.reference.Head"} <= {
+        h.replace("s03_single_head_attention.", "") for h in hits}, hits
+    assert "attention <- utils.checks.s03.softmax_attention" in hits

@@ -1,0 +1,179 @@
+"""The seam between a check and the answers it compares with.
+
+A check itself computes nothing that answers its exercise. What it compares the learner's
+output with — the expected output, the output of each known misconception, the hidden cases,
+the truths of a quiz — comes from functions marked here:
+
+* ``@oracle``: a float64 re-implementation (or a misconception's output) of check-made data.
+  In the course's own clone (self-study, and the instructor's grading) it runs. In the class
+  edition (``python3 course.py edition student``) its body is gone; its results on the visible
+  cases were stored when the course was built (``utils/checks/fixtures/<module>.pt``) and a
+  call looks its result up by its arguments.
+* ``@instructor_only``: the hidden cases and a quiz's truths. Nothing of them is stored; in the
+  class edition a call says that hidden tests run only where the instructor grades.
+
+So an oracle's arguments must be made by the check (seeded inputs, fixed weights, sizes), never
+computed by the learner's code: then the same call in both editions has the same key.
+"""
+from __future__ import annotations
+
+import contextlib
+import copy
+import dataclasses
+import functools
+import hashlib
+import math
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from types import SimpleNamespace
+
+import torch
+
+from .. import edition
+from .core import CheckError
+
+FIXTURES = Path(__file__).with_name("fixtures")
+_STORED: dict[str, dict[str, object]] = {}        # fixture module -> key -> result (class edition)
+_recording: dict[str, dict[str, object]] | None = None
+_replaying: dict[str, dict[str, object]] | None = None   # the full edition acting as the class edition
+_depth = 0                                        # oracles called by oracles are not stored
+
+
+def fingerprint(value) -> str:
+    """A stable digest of an oracle's arguments: tensors by dtype, shape and bytes."""
+    digest = hashlib.sha256()
+    _feed(digest, value)
+    return digest.hexdigest()[:32]
+
+
+def _feed(digest, value) -> None:
+    if isinstance(value, torch.Tensor):
+        t = value.detach().cpu().contiguous().reshape(-1)
+        digest.update(f"T{t.dtype}{tuple(value.shape)};".encode())
+        digest.update((t.to(torch.uint8) if t.dtype == torch.bool else t).view(torch.uint8).numpy().tobytes())
+    elif value is None or isinstance(value, (bool, int, float, str, torch.dtype)):
+        digest.update(f"{type(value).__name__}:{value!r};".encode())
+    elif isinstance(value, (tuple, list)):
+        digest.update(f"{type(value).__name__}[{len(value)}];".encode())
+        for item in value:
+            _feed(digest, item)
+    elif isinstance(value, dict):
+        digest.update(f"dict[{len(value)}];".encode())
+        for key in sorted(value, key=repr):
+            _feed(digest, key)
+            _feed(digest, value[key])
+    elif dataclasses.is_dataclass(value) and not isinstance(value, type):
+        _feed(digest, (type(value).__name__, dataclasses.asdict(value)))
+    elif isinstance(value, SimpleNamespace):
+        _feed(digest, ("namespace", vars(value)))
+    else:
+        raise TypeError(f"an oracle argument must be check-made data, not {type(value).__name__}")
+
+
+def _module_of(fn: Callable) -> str:
+    return fn.__module__.rsplit(".", 1)[-1]
+
+
+def oracle(fn: Callable) -> Callable:
+    """Mark ``fn`` as an oracle (module docstring): run it, or look its stored result up."""
+    module, name = _module_of(fn), fn.__qualname__
+
+    @functools.wraps(fn)
+    def wrapper(*args, **kwargs):
+        if edition.IS_STUDENT or _replaying is not None:
+            return copy.deepcopy(_stored(module, f"{name}:{fingerprint((args, kwargs))}", name))
+        global _depth
+        _depth += 1
+        try:
+            result = fn(*args, **kwargs)
+        finally:
+            _depth -= 1
+        if _recording is not None and _depth == 0:
+            _recording.setdefault(module, {})[f"{name}:{fingerprint((args, kwargs))}"] = copy.deepcopy(result)
+        return result
+    wrapper.__oracle__ = True
+    return wrapper
+
+
+def instructor_only(fn: Callable) -> Callable:
+    """Mark ``fn`` as data only the instructor's grading has (module docstring)."""
+    @functools.wraps(fn)
+    def wrapper(*args, **kwargs):
+        if edition.IS_STUDENT or _replaying is not None:
+            raise CheckError("hidden-only", "这一部分是隐藏测试，只在教师评分时运行。")
+        return fn(*args, **kwargs)
+    wrapper.__instructor_only__ = True
+    return wrapper
+
+
+def _stored(module: str, key: str, name: str):
+    if _replaying is not None:
+        stored = _replaying.get(module, {})
+        if key not in stored:
+            raise CheckError("check-data-missing", f"检查要用的存储结果（{name}）在这个版本里找不到。")
+        return stored[key]
+    if module not in _STORED:
+        path = FIXTURES / f"{module}.pt"
+        _STORED[module] = torch.load(path, weights_only=True) if path.exists() else {}
+    try:
+        return _STORED[module][key]
+    except KeyError:
+        raise CheckError("check-data-missing", f"检查要用的存储结果（{name}）在这个版本里找不到。") from None
+
+
+@contextlib.contextmanager
+def recording() -> Iterator[dict[str, dict[str, object]]]:
+    """Store what every outermost oracle returns, by fixture module (``course.py build``)."""
+    global _recording
+    if edition.IS_STUDENT:
+        raise RuntimeError("the class edition has no oracles to record")
+    _recording = {}
+    try:
+        yield _recording
+    finally:
+        _recording = None
+
+
+# --- quiz answers: stored as salted digests, never as the numbers themselves -----------------------
+
+SALT = "注意力机制/quiz/"
+
+
+def _digest(text: str) -> str:
+    return hashlib.sha256((SALT + text).encode()).hexdigest()[:24]
+
+
+def _bucket(value: float, rel_tol: float) -> str:
+    """The value's cell on a log scale whose cells are rel_tol wide ("0" for zero)."""
+    if value == 0:
+        return "0"
+    sign = "-" if value < 0 else "+"
+    return f"{sign}{math.floor(math.log(abs(value)) / math.log1p(rel_tol))}"
+
+
+def answer_key(value, rel_tol: float = 0.0) -> list[str]:
+    """What a quiz answer is checked against: salted digests of ``value`` — of its exact form, or, with a
+    relative tolerance, of its log-scale cell and both neighbours (so anything within rel_tol matches)."""
+    if not rel_tol:
+        return [_digest(repr(value))]
+    centre = int(_bucket(value, rel_tol)[1:]) if value else 0
+    sign = "-" if value < 0 else "+"
+    return sorted(_digest(f"{sign}{centre + step}") for step in (-1, 0, 1)) if value else [_digest("0")]
+
+
+def matches(value, key: list[str], rel_tol: float = 0.0) -> bool:
+    """Whether ``value`` is the answer ``answer_key`` made ``key`` from (within ``rel_tol``)."""
+    if not rel_tol:
+        return _digest(repr(value)) in key
+    return _digest(_bucket(float(value), rel_tol)) in key
+
+
+@contextlib.contextmanager
+def replaying(store: dict[str, dict[str, object]]) -> Iterator[None]:
+    """Answer every oracle from ``store`` and refuse hidden data, as the class edition does (for tests)."""
+    global _replaying
+    _replaying = store
+    try:
+        yield
+    finally:
+        _replaying = None
