@@ -3,10 +3,13 @@
 * every solution notebook top to bottom, and the course total;
 * every learner notebook (stubs failing kindly), and the total;
 * the check functions on the reference implementations (the slowest three);
-* grading throughput: stock sequential ``nbgrader autograde`` against
-  ``python -m autograder.grade`` on the same finished submissions of two sections (and the
-  latter with every kernel started on its own, ``fork_kernels = False``, and with the figures
-  rendered, ``draw_figures = True``), and ``autograder.grade`` on a whole class (``--class-size``);
+* grading throughput on the same finished submissions of two sections: plain ``nbgrader autograde``
+  with nbgrader's own defaults (only the folder names configured: a fresh kernel per submission,
+  figures rendered, no sandbox, no fork; what an instructor would otherwise run), sequential
+  ``nbgrader autograde`` with the course's configuration, and ``python -m autograder.grade`` (also
+  with every kernel started on its own, ``fork_kernels = False``, and with the figures rendered,
+  ``draw_figures = True``), with the ratios of the latter to both; and ``autograder.grade`` on a
+  whole class (``--class-size``);
 * the floor of one submission: start a kernel and ``import torch``.
 
     python -m autograder.benchmark                       # everything (a few minutes)
@@ -114,6 +117,18 @@ def timed(cmd: list[str], root: Path, jobs: int) -> float:
     return time.perf_counter() - start
 
 
+def plain_course(course: Path) -> None:
+    """Configure ``course`` with nbgrader's own defaults: only the course's folder names."""
+    (course / "nbgrader_config.py").write_text(
+        "c = get_config()  # noqa: F821  (provided by nbgrader)\n"
+        f"c.CourseDirectory.source_directory = {SOURCE_DIR!r}\n"
+        f"c.CourseDirectory.release_directory = {RELEASE_DIR!r}\n", encoding="utf-8")
+
+
+def per_minute(students: int, seconds: float) -> str:
+    return f"{60 * students / seconds:.1f} 份/分钟（每份 {seconds / students:.2f} 秒）"
+
+
 # autograder.grade runs timed besides the course's configuration: name -> lines added to it
 GRADING_VARIANTS = {"": "",
                     "，内核不 fork": "c.ResilientExecute.fork_kernels = False\n",
@@ -121,28 +136,37 @@ GRADING_VARIANTS = {"": "",
 
 
 def grading_rows(sections: list[str], students: int, jobs: int, class_size: int) -> list[Row]:
-    """Submissions per minute for each section: stock sequential nbgrader vs autograder.grade, the
-    latter also with kernels started one by one (``fork_kernels = False``), with the figures
-    rendered (``draw_figures = True``), and for a whole class (start-up shared by more students)."""
+    """Submissions per minute for each section: plain nbgrader (its own defaults), sequential nbgrader
+    with the course's configuration and autograder.grade, the latter also with kernels started one by
+    one (``fork_kernels = False``), with the figures rendered (``draw_figures = True``), and for a whole
+    class (start-up shared by more students); and how many times faster autograder.grade is."""
     rows = []
     parallel_cmd = [sys.executable, "-m", "autograder.grade", "--jobs", str(jobs)]
     with tempfile.TemporaryDirectory() as tmp:
         for section in sections:
             sequential = Path(tmp) / section / "sequential"
             make_course(sequential, [section], students)
+            plain = Path(tmp) / section / "plain"
+            shutil.copytree(sequential, plain)
+            plain_course(plain)
             variants = [Path(tmp) / section / f"parallel{k}" for k in range(len(GRADING_VARIANTS))]
             for course, config in zip(variants, GRADING_VARIANTS.values()):
                 shutil.copytree(sequential, course)  # before grading: the same gradebook, no grades yet
                 with (course / "nbgrader_config.py").open("a", encoding="utf-8") as f:
                     f.write(config)
+            t_plain = timed(nbgrader_cmd("autograde", section, "--force"), plain, 1)
+            rows.append(Row(f"{section}：nbgrader autograde，nbgrader 自己的默认配置（顺序，{students} 份）",
+                            per_minute(students, t_plain)))
             t_seq = timed(nbgrader_cmd("autograde", section, "--force"), sequential, 1)
-            rows.append(Row(f"{section}：nbgrader autograde（顺序，{students} 份）",
-                            f"{60 * students / t_seq:.1f} 份/分钟（每份 {t_seq / students:.2f} 秒）"))
+            rows.append(Row(f"{section}：nbgrader autograde，课程配置（顺序，{students} 份）",
+                            per_minute(students, t_seq)))
+            t_par = {}
             for course, name in zip(variants, GRADING_VARIANTS):
-                t_par = timed([*parallel_cmd, section], course, jobs)
-                speedup = "" if name else f"（{t_seq / t_par:.2f}×）"
+                t_par[name] = timed([*parallel_cmd, section], course, jobs)
                 rows.append(Row(f"{section}：autograder.grade --jobs {jobs}{name}",
-                                f"{60 * students / t_par:.1f} 份/分钟{speedup}"))
+                                f"{60 * students / t_par[name]:.1f} 份/分钟"))
+            rows.append(Row(f"{section}：autograder.grade ÷ nbgrader 默认配置", f"快 {t_plain / t_par['']:.2f}×"))
+            rows.append(Row(f"{section}：autograder.grade ÷ 课程配置顺序评分", f"快 {t_seq / t_par['']:.2f}×"))
             whole_class = Path(tmp) / section / "class"
             make_course(whole_class, [section], class_size)
             t_class = timed([*parallel_cmd, section], whole_class, jobs)

@@ -23,3 +23,14 @@ def test_solved_notebook_puts_the_reference_into_every_solution_cell():
     source = {"cells": [cell("f", "def f(): return 1"), cell("test_f", "check_f(f)  # hidden too", solution=False)]}
     solved = benchmark.solved_notebook(released, source)
     assert [c["source"] for c in solved["cells"]] == ["def f(): return 1", "check_f(f)"]
+
+
+def test_the_plain_nbgrader_row_configures_nothing_but_the_folder_names(tmp_path):
+    """What an instructor gets from nbgrader alone: its default preprocessors, kernel and limits."""
+    from traitlets.config.loader import PyFileConfigLoader
+
+    (tmp_path / "nbgrader_config.py").write_text("from autograder.config import configure\n"
+                                                 "configure(get_config())\n", encoding="utf-8")
+    benchmark.plain_course(tmp_path)
+    config = PyFileConfigLoader("nbgrader_config.py", path=str(tmp_path)).load_config()
+    assert config == {"CourseDirectory": {"source_directory": "solutions", "release_directory": "notebooks"}}

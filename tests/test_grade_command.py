@@ -1,18 +1,23 @@
-"""Unit tests of autograder/grade.py that need no nbgrader run."""
+"""Tests of autograder/grade.py. The workers are real (forkserver) processes; most run a scripted
+grader (``scripted_grader``) in place of nbgrader, through grade_section's ``make_grader`` seam."""
 from __future__ import annotations
 
+import builtins
 import contextlib
+import functools
 import json
 import os
-import queue
+import re
 import resource
 import shutil
 import signal
 import tempfile
 import time
+from multiprocessing.connection import wait
 from pathlib import Path
 from types import SimpleNamespace
 
+import pytest
 from nbgrader.coursedir import CourseDirectory
 from traitlets.config import Config
 
@@ -37,71 +42,192 @@ def released_text() -> str:
     return (ROOT / "notebooks" / SECTION / f"{SECTION}.ipynb").read_text(encoding="utf-8")
 
 
-def make_course(tmp_path, submission_text: str | None, **layout):
-    """A course with the released 01 notebook and alice's submission; (coursedir, submission path)."""
+def make_course(tmp_path, submission_text: str | None, students=("alice",), **layout):
+    """A course with the released 01 notebook and each student's submission; (coursedir, alice's path)."""
     coursedir = course_directory(tmp_path, **layout)
     shutil.copytree(ROOT / "notebooks" / SECTION, grade.released_notebook(coursedir, SECTION).parent)
-    notebook = grade.submitted_notebook(coursedir, SECTION, "alice")
-    notebook.parent.mkdir(parents=True)
-    if submission_text is not None:
-        notebook.write_text(submission_text, encoding="utf-8")
-    return coursedir, notebook
+    for student in students:
+        notebook = grade.submitted_notebook(coursedir, SECTION, student)
+        notebook.parent.mkdir(parents=True)
+        if submission_text is not None:
+            notebook.write_text(submission_text, encoding="utf-8")
+    return coursedir, grade.submitted_notebook(coursedir, SECTION, students[0])
 
 
 def app_of(coursedir: CourseDirectory) -> SimpleNamespace:
     """What grade_section needs of nbgrader's autograde app."""
-    return SimpleNamespace(coursedir=coursedir, config=Config())
+    return SimpleNamespace(coursedir=coursedir, config=coursedir.config)
 
 
-class FakeWorker:
-    """Stands in for a grading process: answers each student from a script."""
-    script: list[dict] = []
+# --- a scripted grader, run in the workers ------------------------------------------------------
 
-    def __init__(self, app, section, limits, events):  # noqa: ARG002  (Worker's signature)
-        self.events, self.student, self.since, self.killed_for = events, None, 0.0, ""
-
-    def assign(self, student):
-        self.student = student
-        self.events.put((self, {"student": student, **FakeWorker.script.pop(0)}))
-
-    def kill_if_overdue(self, wall_seconds):
-        pass
-
-    def close(self):
-        pass
+def script(coursedir: CourseDirectory, **steps: list[dict]) -> None:
+    """What the scripted grader does for each try of each student (default: succeed at once)."""
+    folder = Path(coursedir.root) / "script"
+    folder.mkdir(exist_ok=True)
+    for student, actions in steps.items():
+        (folder / f"{student}.json").write_text(json.dumps(actions), encoding="utf-8")
 
 
-def test_a_passing_failure_is_retried_as_submitted(tmp_path, monkeypatch):
+def script_left(coursedir: CourseDirectory, student: str) -> list[dict]:
+    return json.loads((Path(coursedir.root) / "script" / f"{student}.json").read_text(encoding="utf-8"))
+
+
+def scripted_grader(job):
+    """A worker's grader that follows the script: {"ok": …, "error": …}, {"raise": "Name"},
+    {"hang": True} or {"sleep": seconds}, one step per try."""
+    def grade_one(student):
+        steps = Path(job.root) / "script" / f"{student}.json"
+        actions = json.loads(steps.read_text(encoding="utf-8")) if steps.exists() else [{"ok": True}]
+        action = actions.pop(0) if actions else {"ok": True}
+        if steps.exists():
+            steps.write_text(json.dumps(actions), encoding="utf-8")
+        return act(action)
+    return grade_one
+
+
+def act(action: dict) -> dict:
+    if "raise" in action:
+        raise getattr(builtins, action["raise"])("injected by the test")
+    while action.get("hang"):
+        time.sleep(0.1)
+    time.sleep(action.get("sleep", 0))
+    return {"success": action.get("ok", True), "error": action.get("error", ""), "log": ""}
+
+
+def graded(coursedir, students=("alice",), **limits) -> list[grade.Outcome]:
+    return grade.grade_section(app_of(coursedir), SECTION, list(students), grade.Limits(**{"jobs": 1, **limits}),
+                               make_grader=scripted_grader)
+
+
+# --- retries and whose fault a failure is ---------------------------------------------------------
+
+def test_a_passing_failure_is_retried_as_submitted(tmp_path):
     released = released_text()
     coursedir, notebook = make_course(tmp_path, released)
-    FakeWorker.script = [{"ok": False, "detail": "sqlite3.OperationalError: database is locked"},
-                         {"ok": True, "detail": ""}]
-    monkeypatch.setattr(grade, "Worker", FakeWorker)
-    [outcome] = grade.grade_section(app_of(coursedir), SECTION, ["alice"], grade.Limits(jobs=1))
-    assert outcome.ok and outcome.note == "" and not FakeWorker.script
-    assert not notebook.with_suffix(".ipynb.broken").exists()
+    script(coursedir, alice=[{"ok": False, "error": "sqlite3.OperationalError: database is locked"}, {"ok": True}])
+    [outcome] = graded(coursedir)
+    assert outcome.ok and outcome.note == "" and not script_left(coursedir, "alice")
+    assert not notebook.with_name(notebook.name + ".broken").exists()
     assert notebook.read_text(encoding="utf-8") == released
 
 
-def test_a_lasting_failure_falls_back_to_the_blank_notebook_with_a_note(tmp_path, monkeypatch):
+def test_a_lasting_failure_of_nbgrader_is_reported_not_scored_0(tmp_path, capsys):
+    """nbgrader failing on a readable notebook is the grader's: no blank notebook, no 0, its traceback logged."""
     released = released_text()
     coursedir, notebook = make_course(tmp_path, released)
-    failure = {"ok": False, "detail": "KeyError: 'grade_id'"}
-    FakeWorker.script = [failure, failure, {"ok": True, "detail": ""}]
-    monkeypatch.setattr(grade, "Worker", FakeWorker)
-    [outcome] = grade.grade_section(app_of(coursedir), SECTION, ["alice"], grade.Limits(jobs=1))
-    assert outcome.ok and "评分程序无法处理" in outcome.note and not FakeWorker.script
-    assert notebook.with_suffix(".ipynb.broken").read_text(encoding="utf-8") == released
-    note = json.loads(notebook.read_text(encoding="utf-8"))["cells"][0]
-    assert note["cell_type"] == "markdown" and "KeyError" in note["source"]
+    failure = {"ok": False, "error": "Traceback (most recent call last):\n  File \"x.py\"\nKeyError: 'grade_id'"}
+    script(coursedir, alice=[failure, failure, {"ok": True}])
+    [outcome] = graded(coursedir)
+    assert not outcome.ok and outcome.note.startswith("评分端出错，未记分") and "KeyError: 'grade_id'" in outcome.note
+    assert len(script_left(coursedir, "alice")) == 1, "tried twice as submitted, not a third time"
+    assert notebook.read_text(encoding="utf-8") == released, "the submission is left as it is"
+    assert not notebook.with_name(notebook.name + ".broken").exists()
+    assert "    | KeyError: 'grade_id'" in capsys.readouterr().err, "nbgrader's traceback is in the log"
 
 
-def test_a_failure_of_the_blank_notebook_too_is_reported_not_retried_forever(tmp_path, monkeypatch):
+@pytest.mark.parametrize("error", ["PermissionError", "MemoryError"])
+def test_a_grader_side_exception_in_the_worker_is_not_a_0(tmp_path, monkeypatch, capsys, error):
+    released = released_text()
+    coursedir, notebook = make_course(tmp_path, released)
+    script(coursedir, alice=[{"raise": error}, {"raise": error}])
+    monkeypatch.setattr(grade, "grade_section", functools.partial(grade.grade_section, make_grader=scripted_grader))
+    monkeypatch.setattr(grade, "course_app", lambda: app_of(coursedir))
+    assert grade.main([SECTION, "--jobs", "1"]) == 1
+    err = capsys.readouterr().err
+    assert f"未能批改 alice：评分端出错，未记分（不是学生的问题，请检查后重新评分）：{error}: injected" in err
+    assert notebook.read_text(encoding="utf-8") == released
+    assert not notebook.with_name(notebook.name + ".broken").exists()
+
+
+def test_a_worker_traceback_reaches_the_log_with_the_student(tmp_path, capsys):
     coursedir, _ = make_course(tmp_path, released_text())
-    FakeWorker.script = [{"ok": False, "detail": f"boom {i}"} for i in range(3)]
-    monkeypatch.setattr(grade, "Worker", FakeWorker)
-    [outcome] = grade.grade_section(app_of(coursedir), SECTION, ["alice"], grade.Limits(jobs=1))
-    assert not outcome.ok and outcome.note == "boom 2" and not FakeWorker.script
+    script(coursedir, alice=[{"raise": "RuntimeError"}, {"ok": True}])
+    [outcome] = graded(coursedir)
+    err = capsys.readouterr().err
+    assert outcome.ok
+    assert "alice 第 1 次评分失败" in err and "RuntimeError: injected by the test" in err
+    trace = err[err.index("alice 的评分出错，traceback："):]
+    assert "    | Traceback (most recent call last):" in trace and "in act" in trace, err
+    assert "    | RuntimeError: injected by the test" in trace
+
+
+def cannot_start(job):
+    """A worker's grader whose set-up fails (an unreadable configuration, say)."""
+    raise RuntimeError(f"cannot configure nbgrader in {job.root}")
+
+
+def test_a_worker_that_cannot_start_is_reported_with_its_traceback(tmp_path, capsys):
+    coursedir, notebook = make_course(tmp_path, released_text())
+    [outcome] = grade.grade_section(app_of(coursedir), SECTION, ["alice"], grade.Limits(jobs=1),
+                                    make_grader=cannot_start)
+    err = capsys.readouterr().err
+    assert not outcome.ok and outcome.note.startswith("评分端出错") and "评分进程启动失败" in outcome.note
+    assert "评分进程（正在批改 alice） 的评分出错，traceback：" in err and "in cannot_start" in err
+    assert err.count("评分失败") == 2, "tried twice, then reported"
+
+
+def test_a_grader_that_cannot_read_the_submission_does_not_give_a_0(tmp_path, monkeypatch):
+    """A PermissionError reading the file is the grader's: the file is not replaced by the blank notebook."""
+    released = released_text()
+    coursedir, notebook = make_course(tmp_path, released)
+    real_read_bytes, real_read_text = Path.read_bytes, Path.read_text
+
+    def refuse(real):
+        def read(self, *args, **kwargs):
+            if self == notebook:
+                raise PermissionError(13, "Permission denied", str(self))
+            return real(self, *args, **kwargs)
+        return read
+    monkeypatch.setattr(Path, "read_bytes", refuse(real_read_bytes))
+    monkeypatch.setattr(Path, "read_text", refuse(real_read_text))
+    with pytest.raises(PermissionError):
+        grade.repair_unreadable(coursedir, SECTION, "alice")
+    [outcome] = grade.grade_section(app_of(coursedir), SECTION, ["alice"], grade.Limits(jobs=1),
+                                    make_grader=None)  # no worker may start
+    monkeypatch.undo()
+    assert not outcome.ok and "PermissionError" in outcome.note and outcome.note.startswith("评分端出错")
+    assert notebook.read_text(encoding="utf-8") == released
+    assert not notebook.with_name(notebook.name + ".broken").exists()
+
+
+@pytest.mark.slow
+def test_a_database_error_of_nbgrader_is_reported_not_scored_0(tmp_path):
+    """Real nbgrader in the worker, with a gradebook it cannot open (and a configuration that holds a
+    lambda, as tests/busy_machine.py's does: it cannot be sent to a worker, which reads its own)."""
+    released = released_text()
+    coursedir, notebook = make_course(tmp_path, released, db_url=f"sqlite:///{tmp_path}/no-such-folder/gradebook.db")
+    app = app_of(coursedir)
+    app.config.Execute.timeout_func = lambda cell: 60  # noqa: ARG005
+    [outcome] = grade.grade_section(app, SECTION, ["alice"], grade.Limits(jobs=1))
+    assert not outcome.ok and outcome.note.startswith("评分端出错，未记分"), outcome.note
+    assert "OperationalError" in outcome.note or "unable to open" in outcome.note, outcome.note
+    assert notebook.read_text(encoding="utf-8") == released
+    assert not notebook.with_name(notebook.name + ".broken").exists()
+
+
+def test_an_overrun_is_retried_then_graded_as_the_blank_notebook(tmp_path):
+    """The student's code running past --timeout: killed, tried again, then the blank notebook with a note."""
+    released = released_text()
+    coursedir, notebook = make_course(tmp_path, released)
+    script(coursedir, alice=[{"hang": True}, {"hang": True}, {"ok": True}])
+    [outcome] = graded(coursedir, wall_seconds=1)
+    assert outcome.ok and "超过 1 秒" in outcome.note and "原文件保留为" in outcome.note
+    assert not script_left(coursedir, "alice")
+    assert notebook.with_name(notebook.name + ".broken").read_text(encoding="utf-8") == released
+    note = json.loads(notebook.read_text(encoding="utf-8"))["cells"][0]
+    assert note["cell_type"] == "markdown" and "超过 1 秒" in note["source"]
+
+
+def test_an_overdue_worker_is_killed_on_time_while_the_other_keeps_answering(tmp_path, capsys):
+    """The limit is checked on every turn, not only once the answers stop coming for a second."""
+    quick = [f"quick{k:02d}" for k in range(14)]
+    coursedir, _ = make_course(tmp_path, released_text(), students=("hung", *quick))
+    script(coursedir, hung=[{"hang": True}, {"ok": True}], **{s: [{"sleep": 0.5}] for s in quick})
+    outcomes = graded(coursedir, ["hung", *quick], jobs=2, wall_seconds=2)
+    assert all(o.ok for o in outcomes)
+    seconds = float(re.search(r"hung 第 1 次评分失败（([\d.]+) 秒）：超过 2 秒", capsys.readouterr().err)[1])
+    assert seconds < 3.5, f"killed {seconds:.1f} s after it started, for a limit of 2 s"
 
 
 def test_failure_reason_names_the_cause_not_the_boilerplate():
@@ -111,24 +237,65 @@ def test_failure_reason_names_the_cause_not_the_boilerplate():
     assert grade.failure_reason({"success": False, "error": error, "log": log}).endswith("database is locked")
 
 
-def test_pasted_cell_ids_are_repaired_not_rejected(tmp_path):
-    nb = json.loads((ROOT / "notebooks" / SECTION / f"{SECTION}.ipynb").read_text(encoding="utf-8"))
+def test_exit_status_is_1_when_a_submission_could_not_be_graded(tmp_path, monkeypatch, capsys):
+    coursedir, _ = make_course(tmp_path, released_text())
+    script(coursedir, alice=[{"ok": False, "error": f"boom {i}"} for i in range(2)])
+    monkeypatch.setattr(grade, "grade_section", functools.partial(grade.grade_section, make_grader=scripted_grader))
+    monkeypatch.setattr(grade, "course_app", lambda: app_of(coursedir))
+    assert grade.main([SECTION, "--jobs", "1"]) == 1
+    assert re.search(r"未能批改 alice：评分端出错.*boom 1", capsys.readouterr().err)
+
+
+# --- the student's file ---------------------------------------------------------------------------
+
+def test_pasted_cell_ids_are_repaired_and_the_original_kept(tmp_path):
+    nb = json.loads(released_text())
     nb["cells"].append(dict(nb["cells"][-1]))       # same id twice
     del nb["cells"][0]["id"]                        # and one missing
-    coursedir, notebook = make_course(tmp_path, json.dumps(nb))
-    assert grade.repair_unreadable(coursedir, SECTION, "alice") == ""
+    original = json.dumps(nb).encode()
+    coursedir, notebook = make_course(tmp_path, original.decode())
+    note = grade.repair_unreadable(coursedir, SECTION, "alice")
+    assert note == f"已修复重复或缺失的单元格 id，原文件保留为 {notebook.name}.broken"
     ids = [c["id"] for c in json.loads(notebook.read_text(encoding="utf-8"))["cells"]]
     assert len(ids) == len(set(ids)) == len(nb["cells"])
+    assert notebook.with_name(notebook.name + ".broken").read_bytes() == original
 
 
 def test_unreadable_and_missing_files_are_replaced(tmp_path):
     coursedir, notebook = make_course(tmp_path, '{"cells": [')
     assert "JSONDecodeError" in grade.repair_unreadable(coursedir, SECTION, "alice")
-    assert notebook.with_suffix(".ipynb.broken").exists()
-    assert "无法被自动评分" in json.loads(notebook.read_text(encoding="utf-8"))["cells"][0]["source"]
+    assert notebook.with_name(notebook.name + ".broken").read_text(encoding="utf-8") == '{"cells": ['
+    source = json.loads(notebook.read_text(encoding="utf-8"))["cells"][0]["source"]
+    assert "无法被自动评分" in source and f"原文件已原样保留为 `{notebook.name}.broken`" in source
     notebook.unlink()
     assert grade.repair_unreadable(coursedir, SECTION, "alice") == "文件不存在"
     assert notebook.exists()
+    assert grade.notebook_problem(notebook) == ("", None)
+
+
+def test_the_original_bytes_survive_every_later_repair(tmp_path):
+    """Repaired ids, then replaced after overrunning, then graded again: the copy is the student's file."""
+    nb = json.loads(released_text())
+    nb["cells"].append(dict(nb["cells"][-1]))
+    original = json.dumps(nb).encode()
+    coursedir, notebook = make_course(tmp_path, original.decode())
+    kept = notebook.with_name(notebook.name + ".broken")
+    grade.repair_unreadable(coursedir, SECTION, "alice")
+    grade.replace_with_released(coursedir, SECTION, "alice", "整份评分超过 1 秒")
+    grade.replace_with_released(coursedir, SECTION, "alice", "整份评分超过 1 秒")
+    assert grade.repair_unreadable(coursedir, SECTION, "alice") == "", "a later run grades the replacement as is"
+    assert kept.read_bytes() == original
+    assert sorted(p.name for p in notebook.parent.iterdir()) == [notebook.name, kept.name]
+
+
+def test_an_earlier_copy_is_never_overwritten(tmp_path):
+    """A student's file copied in by hand over a replaced one: kept beside the first copy."""
+    coursedir, notebook = make_course(tmp_path, "first")
+    grade.repair_unreadable(coursedir, SECTION, "alice")
+    notebook.write_text("second", encoding="utf-8")
+    assert grade.repair_unreadable(coursedir, SECTION, "alice").endswith(f"原文件保留为 {notebook.name}.broken.1")
+    assert notebook.with_name(notebook.name + ".broken").read_text(encoding="utf-8") == "first"
+    assert notebook.with_name(notebook.name + ".broken.1").read_text(encoding="utf-8") == "second"
 
 
 def test_paths_come_from_the_course_directory_not_constants(tmp_path):
@@ -152,14 +319,7 @@ def test_a_missing_release_is_named_before_anything_is_graded(tmp_path, monkeypa
     assert f"nbgrader generate_assignment {SECTION}" in capsys.readouterr().err
 
 
-def test_exit_status_is_1_when_a_submission_could_not_be_graded(tmp_path, monkeypatch, capsys):
-    coursedir, _ = make_course(tmp_path, released_text())
-    FakeWorker.script = [{"ok": False, "detail": f"boom {i}"} for i in range(3)]
-    monkeypatch.setattr(grade, "Worker", FakeWorker)
-    monkeypatch.setattr(grade, "course_app", lambda: app_of(coursedir))
-    assert grade.main([SECTION, "--jobs", "1"]) == 1
-    assert "未能批改 alice：boom 2" in capsys.readouterr().err
-
+# --- the worker processes ------------------------------------------------------------------------
 
 def open_descriptors() -> list[str]:
     """What this process's descriptors point to, in order (the listing's own one is gone by then)."""
@@ -170,66 +330,80 @@ def open_descriptors() -> list[str]:
     return targets
 
 
-def report_on_itself(app, section, limits, requests, answers):  # noqa: ARG001  (serve_students' signature)
-    """A worker's ``serve`` that answers each request with what it is like."""
-    for line in requests:
-        answers.write("@@" + json.dumps({"student": line.strip(), "own_session": os.getsid(0) == os.getpid(),
-                                         "memory": resource.getrlimit(resource.RLIMIT_AS)[0],
-                                         "descriptors": open_descriptors(),
-                                         "threads": os.environ.get("OMP_NUM_THREADS")}) + "\n")
-        answers.flush()
+def report_on_itself(job):
+    """A worker's grader that writes down what the worker is like, in ``<root>/<student>.json``."""
+    def grade_one(student):
+        Path(job.root, f"{student}.json").write_text(json.dumps({
+            "own_session": os.getsid(0) == os.getpid(), "memory": resource.getrlimit(resource.RLIMIT_AS)[0],
+            "descriptors": open_descriptors(), "threads": os.environ.get("OMP_NUM_THREADS")}))
+        return {"success": True}
+    return grade_one
 
 
-def test_workers_are_forks_in_their_own_session_that_set_their_limits_themselves():
-    """No preexec_fn: the fork sets its session, memory limit and environment itself, and holds
-    none of our ends of the workers' pipes (so each sees the end of its own requests)."""
-    events, workers, pipes, limits = queue.Queue(), [], [], grade.Limits(jobs=2, memory_mb=1234)
+def a_job(root, **limits) -> grade.Job:
+    coursedir = course_directory(root)
+    return grade.worker_job(app_of(coursedir), SECTION, grade.Limits(**limits))
+
+
+def answer_of(worker: grade.Worker, timeout: float = 30) -> dict:
+    """The worker's answer, after the message that it is ready."""
     for _ in range(2):
-        before = set(grade.Worker.main_ends)
-        workers.append(grade.Worker(None, SECTION, limits, events, serve=report_on_itself))
-        pipes.append({f"pipe:[{os.fstat(fd).st_ino}]" for fd in grade.Worker.main_ends - before})
-    for k, worker in enumerate(workers):
-        worker.assign(f"student{k}")
-    answers = {answer["student"]: answer for answer in (events.get(timeout=30)[1] for _ in workers)}
-    first, second = workers
-    first.stop()
+        assert wait([worker.conn], timeout), "the worker answers"
+        message = worker.conn.recv()
+    return message
+
+
+def test_workers_are_in_their_own_session_set_their_limits_and_hold_no_other_pipes(tmp_path):
+    """No preexec_fn, no fork of this process: the worker sets its session, memory limit and
+    environment itself, and holds none of this process's ends of the other workers' connections."""
+    grade.start_forkserver()
+    job = a_job(tmp_path, jobs=2, memory_mb=1234)
+    first = grade.Worker(job, report_on_itself)
+    first_end = f"socket:[{os.fstat(first.conn.fileno()).st_ino}]"
+    second = grade.Worker(job, report_on_itself)
     try:
-        ended = events.get(timeout=30)
-    except queue.Empty:
-        ended = None
-    second.close()  # the first ends by now in any case
-    first.close()
-    assert ended == (first, None), "closing its requests ends the first worker while the second still runs"
-    for answer in answers.values():
-        assert answer["own_session"] and answer["memory"] == 1234 * 1024 * 1024 and answer["threads"] == "1"
-        assert answer["descriptors"][:3] == ["/dev/null"] * 3
-    assert not pipes[0] & set(answers["student1"]["descriptors"]), "the second worker holds none of the first's pipes"
-    assert pipes[1] & set(answers["student1"]["descriptors"]), "(its own, it does)"
+        for k, worker in enumerate((first, second)):
+            worker.assign(f"student{k}")
+            assert answer_of(worker)["ok"]
+            worker.student = None
+    finally:
+        first.close()
+        second.close()
+    assert first.process.exitcode == second.process.exitcode == 0, "each ends once told there is no more"
+    for k in range(2):
+        info = json.loads((tmp_path / f"student{k}.json").read_text())
+        assert info["own_session"] and info["memory"] == 1234 * 1024 * 1024 and info["threads"] == "1"
+        assert info["descriptors"][:3] == ["/dev/null"] * 3
+    second_info = json.loads((tmp_path / "student1.json").read_text())
+    assert first_end not in second_info["descriptors"], "the second worker holds none of the first's connection"
+    assert any(d.startswith("socket:") for d in second_info["descriptors"]), "(its own, it does)"
 
 
-def leave_temporary_files(app, section, limits, requests, answers):  # noqa: ARG001  (serve_students' signature)
-    """A worker's ``serve`` that leaves a temporary folder (with one it cannot even list), then hangs."""
-    for line in requests:
+def leave_temporary_files(job):
+    """A worker's grader that leaves a temporary folder (with one it cannot even list), then hangs."""
+    def grade_one(student):  # noqa: ARG001  (a grader's signature)
         folder = tempfile.mkdtemp()
         os.makedirs(os.path.join(folder, "locked", "inner"))
         os.chmod(os.path.join(folder, "locked"), 0)
-        answers.write("@@" + json.dumps({"student": line.strip(), "folder": folder}) + "\n")
-        answers.flush()
+        Path(job.root, "folder").write_text(folder)
         time.sleep(600)
+    return grade_one
 
 
-def test_a_worker_killed_for_overrunning_leaves_no_temporary_files():
+def test_a_worker_killed_for_overrunning_leaves_no_temporary_files(tmp_path):
     """Its kernels' copies of the submission folders live in the worker's own folder, removed by us."""
-    events = queue.Queue()
-    worker = grade.Worker(None, SECTION, grade.Limits(jobs=1), events, serve=leave_temporary_files)
+    grade.start_forkserver()
+    worker = grade.Worker(a_job(tmp_path, jobs=1), leave_temporary_files)
     try:
         worker.assign("alice")
-        folder = Path(events.get(timeout=30)[1]["folder"])
+        deadline = time.monotonic() + 30
+        while not (tmp_path / "folder").exists() and time.monotonic() < deadline:
+            time.sleep(0.05)
+        folder = Path((tmp_path / "folder").read_text())
         worker.kill_if_overdue(0)
-        assert events.get(timeout=30) == (worker, None), "killed"
+        worker.process.join(30)
+        assert worker.process.exitcode == -signal.SIGKILL, "killed"
     finally:
-        with contextlib.suppress(ProcessLookupError):
-            os.killpg(worker.pid, signal.SIGKILL)
         worker.close()
     assert folder.is_relative_to(worker.scratch), "the kernels' temporary files are in the worker's folder"
     assert not Path(worker.scratch).exists()
