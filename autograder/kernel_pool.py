@@ -2,9 +2,11 @@
 
 :class:`ForkingKernelManager` is the sandboxed kernel manager of autograder/sandbox.py whose
 kernel is not a new process started by bwrap but a fork of a zygote that waits in its own bwrap
-sandbox: ``_async_launch_kernel``, jupyter_client's seam for launching a kernel differently,
-asks the zygote for a kernel and hands the provisioner a Popen-like :class:`ForkedKernel`, so
-interrupts, restarts, timeouts and kills go through jupyter_client unchanged.
+sandbox. The fork is made by :class:`ForkedKernelProvisioner`, a jupyter_client kernel provisioner
+(the documented seam for launching kernels another way, registered as an entry point in
+pyproject.toml): it asks the zygote for a kernel and keeps a Popen-like :class:`ForkedKernel`, so
+interrupts, restarts, timeouts and kills go through jupyter_client unchanged, and its ``cleanup``
+hands the zygote back once the kernel is gone.
 
 A zygote serves one kernel at a time; the pool keeps one per grading process and anchor (a
 second when two kernels are asked for at once). Its sandbox has a folder of its own bound at the
@@ -35,6 +37,8 @@ import time
 from collections.abc import Mapping
 from multiprocessing.connection import Connection
 from pathlib import Path
+
+from jupyter_client.provisioning import LocalProvisioner
 
 from . import sandbox
 
@@ -132,11 +136,19 @@ class ForkedKernel:
         if self.returncode is None:
             try:
                 self.returncode = self.zygote.ask(op="poll", pid=self.pid)["returncode"]
-                if self.returncode is not None:
-                    self.zygote.end_kernel()
             except ZygoteLost:  # its sandbox is gone, and the kernel with it
-                self.returncode = -9 if self.returncode is None else self.returncode
+                self.returncode = -9
         return self.returncode
+
+    def end(self) -> None:
+        """Once the kernel has ended (the provisioner's cleanup): the zygote copies back and clears."""
+        if self.zygote is not None and self.poll() is not None:
+            zygote, self.zygote = self.zygote, None
+            if zygote.alive:
+                try:
+                    zygote.end_kernel()
+                except ZygoteLost:
+                    pass
 
     def wait(self, timeout: float | None = None) -> int:
         deadline = None if timeout is None else time.monotonic() + timeout
@@ -147,7 +159,7 @@ class ForkedKernel:
         return self.returncode
 
     def send_signal(self, signum: int) -> None:
-        if self.poll() is None:
+        if self.zygote is not None and self.poll() is None:
             try:
                 self.zygote.ask(op="signal", pid=self.pid, signum=int(signum))
             except ZygoteLost:
@@ -318,16 +330,38 @@ def forkable(argv: list[str]) -> bool:
             and argv[1:] == ["-m", "ipykernel_launcher", "-f", "{connection_file}"])
 
 
-class ForkingKernelManager(sandbox.SandboxedKernelManager):
-    """A sandboxed kernel manager whose kernels are forked from a zygote (module docstring)."""
+class ForkedKernelProvisioner(LocalProvisioner):
+    """jupyter_client's local provisioner, whose kernel is forked from a zygote where this Python's
+    ipykernel is asked for and a zygote can start (else the bwrap process it would launch anyway)."""
 
-    async def _async_launch_kernel(self, kernel_cmd: list[str], **kw) -> None:
-        provisioner = self.provisioner
-        process = None
-        if forkable(self.kernel_spec.argv):
-            connection = {k: v.decode() if isinstance(v, bytes) else v for k, v in provisioner.connection_info.items()}
-            process = POOL.kernel(connection, sandbox.sandbox_env(self.env), self.cwd)
-        if process is None:
-            return await super()._async_launch_kernel(kernel_cmd, **kw)
-        provisioner.process, provisioner.pid, provisioner.pgid = process, process.pid, None
-        self._reconcile_connection_info(provisioner.connection_info)
+    forked: ForkedKernel | None = None
+
+    async def launch_kernel(self, cmd: list[str], **kwargs) -> dict:
+        manager = self.parent
+        if forkable(manager.kernel_spec.argv):
+            connection = {k: v.decode() if isinstance(v, bytes) else v for k, v in self.connection_info.items()}
+            self.forked = POOL.kernel(connection, sandbox.sandbox_env(manager.env), manager.cwd)
+        if self.forked is None:
+            return await super().launch_kernel(cmd, **kwargs)
+        self.process, self.pid, self.pgid = self.forked, self.forked.pid, None
+        return self.connection_info
+
+    async def cleanup(self, restart: bool = False) -> None:
+        await super().cleanup(restart)
+        if self.forked is not None:
+            self.forked.end()
+            self.forked = None
+
+
+PROVISIONER = "attention-course-forked"   # its entry point (pyproject.toml)
+
+
+class ForkingKernelManager(sandbox.SandboxedKernelManager):
+    """A sandboxed kernel manager whose kernels come from :class:`ForkedKernelProvisioner`."""
+
+    @property
+    def kernel_spec(self):
+        spec = super().kernel_spec
+        if spec is not None:
+            spec.metadata["kernel_provisioner"] = {"provisioner_name": PROVISIONER}
+        return spec

@@ -46,6 +46,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from queue import Empty
 
+from jupyter_client import protocol_version_info
 from jupyter_client.asynchronous import AsyncKernelClient
 from jupyter_client.manager import AsyncKernelManager
 from traitlets import DottedObjectName, Type
@@ -262,6 +263,9 @@ def bwrap_argv(cmd: list[str], workdir: tuple[str, str], env: Mapping[str, str] 
     return [*joined, *args, "--", *launcher, *cmd]
 
 
+major_protocol_version = protocol_version_info[0]
+
+
 class ReadyKernelClient(AsyncKernelClient):
     """jupyter_client's kernel client, ready as soon as the kernel is.
 
@@ -280,12 +284,19 @@ class ReadyKernelClient(AsyncKernelClient):
                 reply = await self.shell_channel.get_msg(timeout=1)
                 if reply["msg_type"] == "kernel_info_reply":
                     await self.iopub_channel.get_msg(timeout=0.2)  # IOPub is connected, too
-                    self._handle_kernel_info_reply(reply)
+                    self._adapt_protocol(reply)
                     return
             if not await self.is_alive():
                 raise RuntimeError("Kernel died before replying to kernel_info")
             if time.monotonic() > deadline:
                 raise RuntimeError(f"Kernel didn't respond in {timeout:.0f} seconds")
+
+
+    def _adapt_protocol(self, reply: dict) -> None:
+        """Speak the kernel's major protocol version if it is not ours (what jupyter_client's own wait does)."""
+        version = int(reply["content"]["protocol_version"].split(".")[0])
+        if version != major_protocol_version:
+            self.session.adapt_version = version
 
 
 class SandboxedKernelManager(AsyncKernelManager):

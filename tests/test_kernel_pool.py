@@ -87,6 +87,18 @@ def fresh_pool(monkeypatch):
     pool.close()
 
 
+def test_forked_kernels_come_from_the_registered_provisioner():
+    """The fork is made through jupyter_client's documented seam: a kernel provisioner, found by the
+    entry point pyproject.toml registers and named by the forking manager's kernel spec."""
+    from jupyter_client.provisioning import KernelProvisionerFactory
+    km = ForkingKernelManager(kernel_name="python3")
+    factory = KernelProvisionerFactory.instance()
+    assert factory.is_provisioner_available(km.kernel_spec), "the entry point is registered"
+    provisioner = factory.create_provisioner_instance("k", km.kernel_spec, parent=km)
+    assert isinstance(provisioner, kernel_pool.ForkedKernelProvisioner)
+    assert "_async_launch_kernel" not in vars(ForkingKernelManager), "no private launch override"
+
+
 def test_the_zygote_refuses_to_run_in_the_graders_pid_namespace():
     """Its kill(-1) between kernels must only ever reach its own sandbox."""
     with pytest.raises(SystemExit, match="PID namespace"):
