@@ -97,7 +97,7 @@ def _init(released: list[str], imports: list[str], later: dict[str, str]) -> str
             "    if name in _OPEN:\n"
             "        return _later(name, _OPEN[name])\n"
             "    raise AttributeError(f\"module 'utils.reference' has no attribute {name!r}\")\n\n\n"
-            + wrapped(f"__all__ = {sorted(n for n in later.keys() ^ set(_names(imports)))!r}") + "\n")
+            + wrapped(f"__all__ = {sorted(_names(imports))!r}") + "\n")
 
 
 def _names(imports: list[str]) -> list[str]:
@@ -134,11 +134,18 @@ README = """# 注意力机制 · 班级版
 """
 
 
-def build(out: Path, answers_through: str | None, root: Path = ROOT) -> None:
+def released_sections(answers_through: str | None, root: Path = ROOT) -> list[str]:
+    """The sections up to and including ``answers_through`` (none without it): their answers ship."""
     sections = section_ids(root)
-    if answers_through is not None and answers_through not in sections:
+    if answers_through is None:
+        return []
+    if answers_through not in sections:
         raise SystemExit(f"--answers-through: 没有这一节 {answers_through!r}（可选：{', '.join(sections)}）")
-    released = sections[:sections.index(answers_through) + 1] if answers_through else []
+    return sections[:sections.index(answers_through) + 1]
+
+
+def build(out: Path, answers_through: str | None, root: Path = ROOT) -> None:
+    released = released_sections(answers_through, root)
     if out.exists() and any(out.iterdir()):
         if not (out / MARKER).exists():
             raise SystemExit(f"{out} 不是空文件夹，也不是以前生成的班级版：请换一个文件夹。")

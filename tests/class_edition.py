@@ -41,13 +41,8 @@ def install(tmp: Path, answers_through: str | None) -> Installed:
                     "--disable-pip-version-check", str(out)], check=True, capture_output=True, text=True, cwd=tmp)
     package = site / "utils"
     assert (package / "edition.py").read_text(encoding="utf-8") == edition.edition_module(
-        _released(answers_through)), "pip installed the class edition's package"
+        edition.released_sections(answers_through)), "pip installed the class edition's package"
     return Installed(out, python, package)
-
-
-def _released(answers_through: str | None) -> list[str]:
-    sections = edition.section_ids()
-    return sections[:sections.index(answers_through) + 1] if answers_through else []
 
 
 def renamed_copy(package: Path, into: Path, name: str) -> Path:

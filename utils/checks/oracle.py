@@ -107,18 +107,17 @@ def instructor_only(fn: Callable) -> Callable:
 
 
 def _stored(module: str, key: str, name: str):
+    """The stored result of one oracle call: from the store being replayed, else the fixture file."""
     if _replaying is not None:
-        stored = _replaying.get(module, {})
-        if key not in stored:
-            raise CheckError("check-data-missing", f"检查要用的存储结果（{name}）在这个版本里找不到。")
-        return stored[key]
-    if module not in _STORED:
-        path = FIXTURES / f"{module}.pt"
-        _STORED[module] = torch.load(path, weights_only=True) if path.exists() else {}
-    try:
-        return _STORED[module][key]
-    except KeyError:
-        raise CheckError("check-data-missing", f"检查要用的存储结果（{name}）在这个版本里找不到。") from None
+        results = _replaying.get(module, {})
+    else:
+        if module not in _STORED:
+            path = FIXTURES / f"{module}.pt"
+            _STORED[module] = torch.load(path, weights_only=True) if path.exists() else {}
+        results = _STORED[module]
+    if key not in results:
+        raise CheckError("check-data-missing", f"检查要用的存储结果（{name}）在这个版本里找不到。")
+    return results[key]
 
 
 @contextlib.contextmanager
