@@ -1,10 +1,12 @@
 #!/usr/bin/env python3
 """One entry point for learners, instructors and CI.
 
-    python3 course.py lab      set up .venv (first time only) and open JupyterLab on the course
+    python3 course.py lab      set up .venv (first time only), copy new sections of notebooks/ into your
+                               working copy my_work/ (never over your work) and open JupyterLab there
     python3 course.py test     set up .venv with test tools and run the whole test suite
+    python3 course.py test --quick   the quick tier: checks, bug bank and units in-process, one notebook
     python3 course.py build    regenerate utils/reference/ and notebooks/ from solutions/
-    python3 course.py progress where am I: every exercise of your notebooks passed, failed or not started
+    python3 course.py progress where am I: every exercise of my_work/ passed, failed or not started
     python3 course.py edition student OUT [--answers-through SECTION]
                                build the class edition students install (no answer to an open assignment)
     python3 course.py setup    only create / update .venv
@@ -21,11 +23,13 @@ import sys
 import venv
 from pathlib import Path
 
+from utils import working_copy   # the learner's my_work/: standard library only, like this file
+
 ROOT = Path(__file__).resolve().parent
 VENV = ROOT / ".venv"
 # The course is tested with exactly this torch; on this kind of machine it is a CPU wheel on disk.
 TORCH_PIN = "torch==2.13.0"
-FIRST_NOTEBOOK = "notebooks/00_start_here/00_start_here.ipynb"
+FIRST_NOTEBOOK = "00_start_here/00_start_here.ipynb"   # in the learner's working copy
 
 
 def venv_python() -> Path:
@@ -71,19 +75,29 @@ def write_lab_defaults(config_dir: Path) -> None:
     target.write_text(json.dumps(LAB_DEFAULTS, indent=2) + "\n", encoding="utf-8")
 
 
+def lab_command(python: Path, work: Path) -> list[str | Path]:
+    """JupyterLab on the course folder (solutions/ and all) opening the first notebook of the working
+    copy ``work``; on ``work`` itself where it is elsewhere ($COURSE_WORK)."""
+    top = ROOT if work.is_relative_to(ROOT) else work
+    cmd = [python, "-m", "jupyter", "lab", f"--ServerApp.root_dir={top}", work / FIRST_NOTEBOOK]
+    if hasattr(os, "geteuid") and os.geteuid() == 0:
+        cmd.append("--allow-root")
+    return cmd
+
+
 def lab(args: list[str]) -> None:
     python = setup()
     write_lab_defaults(VENV / "etc" / "jupyter")  # the environment's own config directory
-    cmd = [python, "-m", "jupyter", "lab", f"--ServerApp.root_dir={ROOT}", FIRST_NOTEBOOK]
-    if hasattr(os, "geteuid") and os.geteuid() == 0:
-        cmd.append("--allow-root")
-    run(*cmd, *args)
+    for line in working_copy.sync(ROOT):   # new sections in, updates beside the learner's notebooks
+        print(line, flush=True)
+    run(*lab_command(python, working_copy.work_folder(ROOT)), *args)
 
 
 def test(args: list[str]) -> None:
     python = setup()
     # worksteal: a worker that runs out of tests takes some from a busy one (notebook and grading
-    # tests take minutes; most take milliseconds); the ten slowest are listed at the end
+    # tests take minutes; most take milliseconds); the ten slowest are listed at the end.
+    # --quick (tests/conftest.py) leaves out the slow tier: nbgrader, the sandbox, the browser, all but one notebook.
     run(python, "-m", "pytest", "-n", "auto", "--dist", "worksteal", "--durations=10", *args)
 
 

@@ -94,7 +94,7 @@ class Limits:
     """What one sandbox may use: a kernel and all it starts (with ``fork_kernels``: the zygote and its
     one kernel at a time). ``c.ResilientExecute.memory_mb`` and ``max_processes`` set them."""
 
-    memory_mb: int = 6144   # address space of each process (RLIMIT_AS); grading section 10 peaks at 1.8 GB
+    memory_mb: int = 6144   # address space of each process (RLIMIT_AS); grading section 11 peaks at 1.8 GB
     processes: int = 256    # processes and threads of the whole sandbox; a kernel has about 15
 
 
@@ -113,7 +113,7 @@ def kernel_manager_class(log, limits: Limits = Limits()) -> type[AsyncKernelMana
     if reason is None:
         return SandboxedKernelManager
     log.warning(FALLBACK_WARNING, reason)
-    return AsyncKernelManager
+    return UnixSocketKernelManager
 
 
 @functools.lru_cache(maxsize=1)
@@ -299,29 +299,19 @@ class ReadyKernelClient(AsyncKernelClient):
             self.session.adapt_version = version
 
 
-class SandboxedKernelManager(AsyncKernelManager):
-    """A kernel manager whose kernels run inside bwrap (see the module docstring)."""
+class UnixSocketKernelManager(AsyncKernelManager):
+    """jupyter_client's kernel manager, whose kernel listens on unix sockets of its own folder (ipc)
+    instead of TCP ports. TCP ports are picked by the grader, freed and handed to the kernel to bind
+    when it has started; meanwhile another process of the machine (a parallel grading, a test's
+    kernel or the connections of its client) may take one, and the kernel dies before answering."""
 
-    client_class = DottedObjectName(f"{__name__}.ReadyKernelClient")
-    client_factory = Type(ReadyKernelClient, klass=AsyncKernelClient)
-
-    cwd: str                  # the kernel's working directory: its notebook's folder
-    env: Mapping[str, str]    # the environment it was to be launched with
-    sockets = ""              # the folder of its ZMQ sockets (in socket_root()), the same path inside
+    sockets = ""              # the folder of its ZMQ sockets (in socket_root())
 
     async def start_kernel(self, **kw) -> None:
-        self.cwd = os.path.realpath(kw.get("cwd") or os.getcwd())
-        self.env = kw.get("env") or os.environ
         if not self.sockets:   # a restart keeps its connection file, so its sockets' paths
             self.sockets = tempfile.mkdtemp(prefix="k-", dir=socket_root())
             self.transport, self.ip = "ipc", os.path.join(self.sockets, "s")   # the sockets: s-1 … s-5
         await super().start_kernel(**kw)
-
-    def format_kernel_cmd(self, extra_arguments: list[str] | None = None) -> list[str]:
-        cmd = super().format_kernel_cmd(extra_arguments)
-        connection_file = os.path.realpath(self.connection_file)
-        return bwrap_argv(cmd, (self.cwd, self.cwd), self.env, read_only={connection_file: connection_file},
-                          sockets=self.sockets)
 
     async def _async_cleanup_resources(self, restart: bool = False) -> None:
         await super()._async_cleanup_resources(restart)
@@ -329,6 +319,28 @@ class SandboxedKernelManager(AsyncKernelManager):
             shutil.rmtree(self.sockets, ignore_errors=True)
 
     cleanup_resources = _async_cleanup_resources
+
+
+class SandboxedKernelManager(UnixSocketKernelManager):
+    """A kernel manager whose kernels run inside bwrap (see the module docstring), its sockets'
+    folder bound in at the same path."""
+
+    client_class = DottedObjectName(f"{__name__}.ReadyKernelClient")
+    client_factory = Type(ReadyKernelClient, klass=AsyncKernelClient)
+
+    cwd: str                  # the kernel's working directory: its notebook's folder
+    env: Mapping[str, str]    # the environment it was to be launched with
+
+    async def start_kernel(self, **kw) -> None:
+        self.cwd = os.path.realpath(kw.get("cwd") or os.getcwd())
+        self.env = kw.get("env") or os.environ
+        await super().start_kernel(**kw)
+
+    def format_kernel_cmd(self, extra_arguments: list[str] | None = None) -> list[str]:
+        cmd = super().format_kernel_cmd(extra_arguments)
+        connection_file = os.path.realpath(self.connection_file)
+        return bwrap_argv(cmd, (self.cwd, self.cwd), self.env, read_only={connection_file: connection_file},
+                          sockets=self.sockets)
 
     @property
     def kernel_spec(self):

@@ -9,11 +9,18 @@ from __future__ import annotations
 
 import json
 import shutil
+import socket
+import subprocess
 
+import nbformat
 import pytest
+from jupyter_client.connect import LocalPortCache
+from traitlets.config import Config
 
-from autograder import grade
+from autograder import grade, sandbox
+from autograder.config import configure
 from autograder.notebook_format import exercise_of, exercises, grade_id, points, visible_and_hidden
+from autograder.preprocessors import ResilientExecute
 
 from .bugbank import all_variants, dependencies
 from .conftest import ROOT, SECTIONS, load_notebook
@@ -110,6 +117,34 @@ def error_codes(course: Course, section: str) -> dict[tuple[str, str], list[str]
     return codes
 
 
+def nbgrader(course: Course, *args: str) -> None:
+    """``nbgrader *args`` in the course; when it fails, the test says what nbgrader logged."""
+    try:
+        course.nbgrader(*args)
+    except subprocess.CalledProcessError as err:
+        pytest.fail(f"nbgrader {' '.join(args)} exited {err.returncode}; it logged:\n{err.stderr[-6000:]}")
+
+
+def test_a_grading_kernel_needs_no_port_that_another_process_can_take_first(monkeypatch, tmp_path):
+    """Without bwrap (a bare CI machine) grading falls back to unsandboxed kernels. A kernel on TCP
+    binds ports its grader picked, freed and handed over before the kernel started; meanwhile any
+    process of the machine (a parallel test's kernel, its client's connections) may take one, and the
+    kernel dies before answering: nbgrader autograde exited 1 for the whole assignment. Here the
+    first port the grader would pick is taken by another socket first: the cell must still run."""
+    monkeypatch.setattr(sandbox, "unavailable_reason", lambda: "no bwrap (this test hides it)")
+    with socket.socket() as other:
+        other.bind(("127.0.0.1", 0))
+        other.listen()
+        taken, free = iter([other.getsockname()[1]]), LocalPortCache.find_available_port
+        monkeypatch.setattr(LocalPortCache, "find_available_port",
+                            lambda cache, ip: next(taken, None) or free(cache, ip))
+        config = Config()
+        configure(config)
+        nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell("print(6 * 7)")])
+        ResilientExecute(config=config).preprocess(nb, {"metadata": {"path": str(tmp_path)}})
+    assert nb.cells[0].outputs[0]["text"] == "42\n"
+
+
 @pytest.mark.slow
 @pytest.mark.parametrize("section", SECTIONS)
 def test_bug_bank_through_nbgrader_autograde(section, tmp_path, monkeypatch):
@@ -120,10 +155,10 @@ def test_bug_bank_through_nbgrader_autograde(section, tmp_path, monkeypatch):
     plan = submit_bug_bank(course, section)
     if section == PARALLEL_CHECKED:
         shutil.copytree(course.root, tmp_path / "parallel")
-    course.nbgrader("autograde", section)
+    nbgrader(course, "autograde", section)
     if section == PARALLEL_CHECKED:
         assert_parallel_grading_agrees(course, Course(tmp_path / "parallel"), section, monkeypatch)
-    course.nbgrader("generate_feedback", section)
+    nbgrader(course, "generate_feedback", section)
 
     scores, full = course.scores(section), points(load_notebook("solutions", section))
     for student, variants in plan.items():

@@ -16,7 +16,6 @@ import time
 from pathlib import Path
 
 import pytest
-from jupyter_client.manager import AsyncKernelManager
 from traitlets.config import Config
 
 from autograder import grade, sandbox
@@ -130,7 +129,7 @@ def test_without_bwrap_grading_warns_and_runs_unsandboxed(monkeypatch, caplog, c
     monkeypatch.setattr(sandbox.shutil, "which", lambda _: None)
     monkeypatch.setattr(sandbox, "unavailable_reason", sandbox.unavailable_reason.__wrapped__)
     with caplog.at_level(logging.WARNING):
-        assert sandbox.kernel_manager_class(logging.getLogger("grading")) is AsyncKernelManager
+        assert sandbox.kernel_manager_class(logging.getLogger("grading")) is sandbox.UnixSocketKernelManager
     assert "没有找到 bwrap" in caplog.text and "教师指南 §6.3" in caplog.text
     grade.warn_if_unsealed(Config())
     assert "学生代码将以评分用户的身份运行" in capsys.readouterr().err

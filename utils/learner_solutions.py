@@ -3,8 +3,8 @@
 The class edition (utils/edition.py) holds the reference implementations of the sections whose
 assignments are closed only. A later notebook that builds on an open one — 08's ``Block`` on 05's
 ``CausalSelfAttention`` — then takes the learner's own: the solution cells of their saved notebook
-of that section (a sibling folder, as nbgrader fetches assignments and as ``notebooks/`` holds
-them), if it passes its visible check. Otherwise it gets a stand-in that, once used, says in one
+of that section (a sibling folder, as nbgrader fetches assignments and as the self-study working
+copy ``my_work/`` holds them), if it passes its visible check. Otherwise it gets a stand-in that, once used, says in one
 Chinese line what is missing.
 """
 from __future__ import annotations

@@ -1,9 +1,11 @@
 """Where am I? The learner's progress through the course, from their own notebooks.
 
 For every section (an ``NN_name`` folder of ``solutions/`` or ``notebooks/``, so new sections
-appear by themselves) and every exercise in it: does the learner's version in ``notebooks/``
-pass its visible check, fail it (with the diagnosis code), or is it not started; and are the
-manually graded answers written.
+appear by themselves) and every exercise in it: does the learner's version pass its visible
+check, fail it (with the diagnosis code), or is it not started; and are the manually graded
+answers written. The learner's versions are in their working copy (``my_work/``, made by
+``python3 course.py lab``: utils/working_copy.py), or in ``notebooks/`` where there is none (a
+learner who opens the release with their own ``jupyter lab``).
 
 The learner's code runs in fresh kernels, one per notebook and several at a time; only the
 notebook's imports, its exercise cells and their visible checks run, not the demos. The
@@ -29,6 +31,7 @@ from nbclient import NotebookClient
 
 from utils.checks.core import FAIL_MARK, PASS_MARK
 from utils.notebook import TEXT_STUB, cell_kind
+from utils.working_copy import RELEASE, work_folder
 
 ROOT = Path(__file__).resolve().parents[1]
 # Seconds a cell may take: an exercise or its check (a learner's endless loop is reported, not
@@ -86,6 +89,12 @@ def outline(source: dict, section_id: str) -> Section:
 
 
 # --- the learner's notebook ---------------------------------------------------------------
+
+def learner_folder(root: Path = ROOT) -> Path:
+    """Where the learner's notebooks are: the working copy once there is one, else the release."""
+    work = work_folder(root)
+    return work if work.is_dir() else root / RELEASE
+
 
 def read_learner_notebook(notebooks: Path, section_id: str) -> tuple[nbformat.NotebookNode | None, str | None]:
     """The learner's notebook, or None and a Chinese explanation of why it cannot be read."""
@@ -179,7 +188,7 @@ async def _run(notebook: nbformat.NotebookNode, folder: Path) -> None:
 
 def prepare(root: Path, section_id: str) -> tuple[Section, nbformat.NotebookNode | None]:
     """The section's outline (from solutions/, else from the learner's notebook) and that notebook."""
-    learner, problem = read_learner_notebook(root / "notebooks", section_id)
+    learner, problem = read_learner_notebook(learner_folder(root), section_id)
     source_path = root / "solutions" / section_id / f"{section_id}.ipynb"
     source = nbformat.read(source_path, as_version=4) if source_path.is_file() else learner
     section = outline(source, section_id) if source is not None else Section(section_id, section_id)
@@ -211,12 +220,13 @@ async def check_section(section: Section, learner: nbformat.NotebookNode, folder
 
 
 def course_progress(root: Path = ROOT, jobs: int | None = None) -> list[Section]:
-    """Every section's progress, from the notebooks in ``root``/notebooks; ``jobs`` kernels at a time."""
+    """Every section's progress, from the learner's notebooks (:func:`learner_folder`); ``jobs`` kernels at a time."""
     prepared = [prepare(root, s) for s in section_ids(root)]
+    folder = learner_folder(root)
 
     async def check_all() -> None:
         slots = asyncio.Semaphore(jobs or max(2, os.cpu_count() or 2))
-        await asyncio.gather(*(check_section(section, learner, root / "notebooks" / section.id, slots)
+        await asyncio.gather(*(check_section(section, learner, folder / section.id, slots)
                                for section, learner in prepared if learner is not None))
 
     _in_own_thread(lambda: asyncio.run(check_all()))  # a notebook's kernel already runs an event loop
@@ -276,7 +286,7 @@ def summary(sections: list[Section]) -> str:
 
 def show_progress(root: Path = ROOT) -> None:
     """Print the course's progress (``python -m utils.progress``, or the button below)."""
-    print("正在用全新的内核运行 notebooks/ 里你的练习和检查单元格（不运行演示，也不会改动你的 notebook；"
+    print(f"正在用全新的内核运行 {learner_folder(root)} 里你的练习和检查单元格（不运行演示，也不会改动你的 notebook；"
           "读的是保存过的版本，先按 Ctrl+S 保存）……", flush=True)
     start = time.perf_counter()
     sections = course_progress(root)
