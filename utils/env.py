@@ -21,7 +21,10 @@ PACKAGES = ("torch", "numpy", "matplotlib", "ipywidgets", "jupyterlab", "nbgrade
 REQUIRED = (("torch", "torch", "张量与注意力的全部计算"), ("numpy", "numpy", "PyTorch 与画图都用它"),
             ("matplotlib", "matplotlib", "画图"), ("ipywidgets", "ipywidgets", "滑块等交互控件"))
 MIN_PYTHON = (3, 10)
-MIN_TORCH = (2, 3)            # pyproject.toml: torch>=2.3
+# The newest PyTorch API the course calls sets the minimum (pyproject.toml's torch range starts here too;
+# tests/test_env_preflight.py finds the APIs in the repo and keeps the two in step).
+MIN_TORCH = (2, 5)
+MIN_TORCH_WHY = "07 节用的 F.scaled_dot_product_attention(..., enable_gqa=True) 从 PyTorch 2.5 起才有"
 FIX = "在仓库根目录运行 `python3 course.py setup`，然后重启内核（Kernel → Restart Kernel…）再从头运行。"
 # Chinese fonts: the one mplfonts ships, then common system fonts (file names, lower case)
 _CJK_FONT_FILES = re.compile(r"notosanscjk|notoserifcjk|sourcehansans|msyh|simhei|simsun|pingfang|stheiti|"
@@ -80,7 +83,7 @@ def preflight(find_spec: Callable = importlib.util.find_spec, version: Callable 
             found = "0"
         if _version_tuple(found) < MIN_TORCH:
             problems.append(f"PyTorch 版本是 {found}，太旧了：本课程需要 ≥ {'.'.join(map(str, MIN_TORCH))}"
-                            f"（课程用到的 PyTorch 功能在更早的版本里没有或行为不同）。{FIX}")
+                            f"（{MIN_TORCH_WHY}）。{FIX}")
     font = _cjk_font(find_spec, font_dirs)
     if font is None:
         warnings.append("没有找到中文字体：图里的中文会显示成方框（□□□），练习和检查不受影响。"

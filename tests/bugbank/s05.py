@@ -1,5 +1,5 @@
 """Bug bank of 05_multi_head_attention."""
-from . import right, wrong
+from . import fits_visible, right, wrong
 
 # CausalSelfAttention's solution calls the learner's split_heads and merge_heads.
 DEPENDS = {"CausalSelfAttention": ("split_heads", "merge_heads")}
@@ -214,64 +214,85 @@ VARIANTS = [
 ]
 
 VARIANTS += [
-    # --- quiz_head_width (第六章 self-test 3: n_embed = 64, n_head = 8) ---
+    # --- quiz_head_width (第六章 self-test 3: n_embed = 64, n_head = 8; the hidden test adds qkv_params) ---
     right("quiz_head_width", "numbers", """
         def quiz_head_width():
-            return {"head_width": 8, "concat_width": 64}
+            return {"head_width": 8, "concat_width": 64, "qkv_params": 12288}
     """),
     right("quiz_head_width", "computed", """
         def quiz_head_width():
             n_embed, n_head = 64, 8
-            return {"head_width": n_embed // n_head, "concat_width": n_head * (n_embed // n_head)}
+            head = n_embed // n_head
+            return {"head_width": head, "concat_width": n_head * head, "qkv_params": n_head * 3 * n_embed * head}
     """),
     wrong("quiz_head_width", "width-is-C", "quiz-head-width-from-C", """
         def quiz_head_width():
-            return {"head_width": 64, "concat_width": 64}
+            return {"head_width": 64, "concat_width": 64, "qkv_params": 12288}
     """),
     wrong("quiz_head_width", "width-C-times-H", "quiz-head-width-times-H", """
         def quiz_head_width():
-            return {"head_width": 512, "concat_width": 64}
+            return {"head_width": 512, "concat_width": 64, "qkv_params": 12288}
     """),
     wrong("quiz_head_width", "concat-is-head", "quiz-concat-width-is-head", """
         def quiz_head_width():
-            return {"head_width": 8, "concat_width": 8}
+            return {"head_width": 8, "concat_width": 8, "qkv_params": 12288}
     """),
     wrong("quiz_head_width", "concat-C-times-H", "quiz-concat-width-times-H", """
         def quiz_head_width():
-            return {"head_width": 8, "concat_width": 512}
+            return {"head_width": 8, "concat_width": 512, "qkv_params": 12288}
+    """),
+    fits_visible("quiz_head_width", "params-heads-full-width", "quiz-head-width-from-C", """
+        def quiz_head_width():
+            return {"head_width": 8, "concat_width": 64, "qkv_params": 3 * 64 * 64 * 8}
+    """),
+    fits_visible("quiz_head_width", "params-one-head", "wrong", """
+        def quiz_head_width():
+            return {"head_width": 8, "concat_width": 64, "qkv_params": 3 * 64 * 8}
     """),
     wrong("quiz_head_width", "float-string", "wrong-type", """
         def quiz_head_width():
-            return {"head_width": "8", "concat_width": 64}
+            return {"head_width": "8", "concat_width": 64, "qkv_params": 12288}
     """),
     wrong("quiz_head_width", "missing", "quiz-missing-key", """
         def quiz_head_width():
-            return {"head_width": 8}
+            return {"head_width": 8, "concat_width": 64}
     """),
-    # --- quiz_attention_memory (第六章 self-test 4: B and T doubled) ---
+    # --- quiz_attention_memory (第六章 self-test 4: B and T doubled; the hidden test adds H doubled, T halved) ---
     right("quiz_attention_memory", "number", """
         def quiz_attention_memory():
-            return {"ratio": 8}
+            return {"ratio": 8, "ratio_heads": 0.5}
     """),
     right("quiz_attention_memory", "computed-float", """
         def quiz_attention_memory():
-            B, T = 2.0, 2.0
-            return {"ratio": B * T * T}
+            size = lambda B, H, T: B * H * T * T
+            return {"ratio": size(2.0, 1, 2.0) / size(1, 1, 1), "ratio_heads": size(1, 2, 0.5) / size(1, 1, 1)}
     """),
     wrong("quiz_attention_memory", "four", "quiz-memory-quadratic-missed", """
         def quiz_attention_memory():
-            return {"ratio": 4}
+            return {"ratio": 4, "ratio_heads": 0.5}
     """),
     wrong("quiz_attention_memory", "two", "quiz-memory-linear", """
         def quiz_attention_memory():
-            return {"ratio": 2}
+            return {"ratio": 2, "ratio_heads": 0.5}
     """),
     wrong("quiz_attention_memory", "sixteen", "quiz-memory-batch-squared", """
         def quiz_attention_memory():
-            return {"ratio": 16}
+            return {"ratio": 16, "ratio_heads": 0.5}
+    """),
+    fits_visible("quiz_attention_memory", "heads-T-linear", "quiz-memory-quadratic-missed", """
+        def quiz_attention_memory():
+            return {"ratio": 8, "ratio_heads": 1}
+    """),
+    fits_visible("quiz_attention_memory", "heads-missed", "quiz-memory-quadratic-missed", """
+        def quiz_attention_memory():
+            return {"ratio": 8, "ratio_heads": 0.25}
     """),
     wrong("quiz_attention_memory", "bare-number", "wrong-type", """
         def quiz_attention_memory():
             return 8
+    """),
+    wrong("quiz_attention_memory", "missing", "quiz-missing-key", """
+        def quiz_attention_memory():
+            return {"ratio": 8}
     """),
 ]

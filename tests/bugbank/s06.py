@@ -1,17 +1,21 @@
 """Bug bank of 06_complexity_and_memory."""
-from . import right, wrong
+from . import fits_visible, right, wrong
 
 _TILED = '''
 def tiled_attention(q, k, v, block_size=64, causal=True):
     Tq, Tk = q.size(-2), k.size(-2)
+    if {guard}causal and Tq != Tk:
+        raise ValueError("causal=True is self-attention: Tq must equal Tk")
     scale = 1 / math.sqrt(q.size(-1))
-    m = q.new_full((*q.shape[:-1], 1), float("-inf"))
-    l = q.new_zeros((*q.shape[:-1], 1))
-    acc = q.new_zeros((*q.shape[:-1], v.size(-1)))
+    work = {work}                                          # the dtype of m, l and acc
+    q_w = q.to(work)
+    m = q_w.new_full((*q.shape[:-1], 1), float("-inf"))
+    l = q_w.new_zeros((*q.shape[:-1], 1))
+    acc = q_w.new_zeros((*q.shape[:-1], v.size(-1)))
     rows = torch.arange(Tq)[:, None]
     for start in {blocks}:
-        kb, vb = k[..., start:start + block_size, :], v[..., start:start + block_size, :]
-        s = q @ kb.transpose(-2, -1) * scale
+        kb, vb = k[..., start:start + block_size, :].to(work), v[..., start:start + block_size, :].to(work)
+        s = q_w @ kb.transpose(-2, -1) * scale
         if causal:
             cols = {cols}
             s = s.masked_fill({future}, float("-inf"))
@@ -21,13 +25,14 @@ def tiled_attention(q, k, v, block_size=64, causal=True):
         l = alpha * l + p.sum(dim=-1, keepdim=True)
         {update}
         m = m_new
-    return {result}
+    return ({result}).to(q.dtype)
 '''
 
 
 def tiled(blocks="range(0, Tk, block_size)", cols="start + torch.arange(kb.size(-2))", future="cols > rows",
-          update="acc = alpha * acc + p @ vb", result="acc / l") -> str:
-    return _TILED.format(blocks=blocks, cols=cols, future=future, update=update, result=result)
+          update="acc = alpha * acc + p @ vb", result="acc / l", work="torch.float32", guard="") -> str:
+    return _TILED.format(blocks=blocks, cols=cols, future=future, update=update, result=result, work=work,
+                         guard=guard)
 
 
 VARIANTS = [
@@ -109,56 +114,68 @@ VARIANTS = [
     # --- quiz_complexity ---
     right("quiz_complexity", "numbers", """
         def quiz_complexity():
-            return {"double_B_and_T": 8, "double_T": 4, "fp16_bytes": 8 * 32 * 4096 * 4096 * 2,
+            return {"flops_ratio": 4.5, "bf16_bytes": 2 * 12 * 3072 * 3072 * 2,
                     "slope_flops": 2, "slope_naive_memory": 2, "slope_tiled_memory": 1}
     """),
     right("quiz_complexity", "computed", """
         def quiz_complexity():
-            size = lambda B, T: B * T * T
-            return {"double_B_and_T": size(2, 2) / size(1, 1), "double_T": 2 ** 2,
-                    "fp16_bytes": torch.empty(8, 32, 4096, 4096, dtype=torch.float16, device="meta").nbytes,
+            flops = lambda T, Dh: 4 * T * T * Dh
+            return {"flops_ratio": flops(3, 1) / flops(1, 2),
+                    "bf16_bytes": torch.empty(2, 12, 3072, 3072, dtype=torch.bfloat16, device="meta").nbytes,
                     "slope_flops": 2.0, "slope_naive_memory": 2.0, "slope_tiled_memory": 1.0}
     """),
-    wrong("quiz_complexity", "double-only-T", "quiz-double-B-and-T", """
+    wrong("quiz_complexity", "ratio-ignores-head-width", "quiz-flops-ratio", """
         def quiz_complexity():
-            return {"double_B_and_T": 4, "double_T": 4, "fp16_bytes": 8 * 32 * 4096 * 4096 * 2,
+            return {"flops_ratio": 9, "bf16_bytes": 2 * 12 * 3072 * 3072 * 2,
                     "slope_flops": 2, "slope_naive_memory": 2, "slope_tiled_memory": 1}
     """),
-    wrong("quiz_complexity", "double-T-linear", "quiz-double-T", """
+    wrong("quiz_complexity", "ratio-linear-in-T", "quiz-flops-ratio", """
         def quiz_complexity():
-            return {"double_B_and_T": 8, "double_T": 2, "fp16_bytes": 8 * 32 * 4096 * 4096 * 2,
+            return {"flops_ratio": 1.5, "bf16_bytes": 2 * 12 * 3072 * 3072 * 2,
                     "slope_flops": 2, "slope_naive_memory": 2, "slope_tiled_memory": 1}
     """),
-    wrong("quiz_complexity", "fp16-as-fp32", "quiz-fp16-bytes", """
+    wrong("quiz_complexity", "bf16-as-fp32", "quiz-bf16-bytes", """
         def quiz_complexity():
-            return {"double_B_and_T": 8, "double_T": 4, "fp16_bytes": 8 * 32 * 4096 * 4096 * 4,
+            return {"flops_ratio": 4.5, "bf16_bytes": 2 * 12 * 3072 * 3072 * 4,
+                    "slope_flops": 2, "slope_naive_memory": 2, "slope_tiled_memory": 1}
+    """),
+    wrong("quiz_complexity", "bf16-in-GiB", "quiz-bf16-bytes", """
+        def quiz_complexity():
+            return {"flops_ratio": 4.5, "bf16_bytes": 2 * 12 * 3072 * 3072 * 2 / 2**30,
                     "slope_flops": 2, "slope_naive_memory": 2, "slope_tiled_memory": 1}
     """),
     wrong("quiz_complexity", "flops-slope-1", "quiz-slope-flops", """
         def quiz_complexity():
-            return {"double_B_and_T": 8, "double_T": 4, "fp16_bytes": 8 * 32 * 4096 * 4096 * 2,
+            return {"flops_ratio": 4.5, "bf16_bytes": 2 * 12 * 3072 * 3072 * 2,
                     "slope_flops": 1, "slope_naive_memory": 2, "slope_tiled_memory": 1}
     """),
-    wrong("quiz_complexity", "memory-slope-4", "quiz-slope-naive-memory", """
+    fits_visible("quiz_complexity", "memory-slope-4", "quiz-slope-naive-memory", """
         def quiz_complexity():
-            return {"double_B_and_T": 8, "double_T": 4, "fp16_bytes": 8 * 32 * 4096 * 4096 * 2,
+            return {"flops_ratio": 4.5, "bf16_bytes": 2 * 12 * 3072 * 3072 * 2,
                     "slope_flops": 2, "slope_naive_memory": 4, "slope_tiled_memory": 1}
     """),
-    wrong("quiz_complexity", "tiled-slope-0", "quiz-slope-tiled-memory", """
+    fits_visible("quiz_complexity", "tiled-slope-0", "quiz-slope-tiled-memory", """
         def quiz_complexity():
-            return {"double_B_and_T": 8, "double_T": 4, "fp16_bytes": 8 * 32 * 4096 * 4096 * 2,
+            return {"flops_ratio": 4.5, "bf16_bytes": 2 * 12 * 3072 * 3072 * 2,
                     "slope_flops": 2, "slope_naive_memory": 2, "slope_tiled_memory": 0}
+    """),
+    fits_visible("quiz_complexity", "tiled-slope-2", "quiz-slope-tiled-memory", """
+        def quiz_complexity():
+            return {"flops_ratio": 4.5, "bf16_bytes": 2 * 12 * 3072 * 3072 * 2,
+                    "slope_flops": 2, "slope_naive_memory": 2, "slope_tiled_memory": 2}
     """),
     wrong("quiz_complexity", "missing-key", "quiz-missing-key", """
         def quiz_complexity():
-            return {"double_B_and_T": 8, "double_T": 4}
+            return {"flops_ratio": 4.5, "bf16_bytes": 2 * 12 * 3072 * 3072 * 2}
     """),
     # --- tiled_attention ---
     right("tiled_attention", "key-blocked", tiled()),
     right("tiled_attention", "query-and-key-blocked", """
         def tiled_attention(q, k, v, block_size=64, causal=True):
             Tq, Tk = q.size(-2), k.size(-2)
+            assert not causal or Tq == Tk, "causal=True is self-attention: Tq must equal Tk"
             scale = 1 / math.sqrt(q.size(-1))
+            dtype, (q, k, v) = q.dtype, (t.float() for t in (q, k, v))   # float32 all through
             out = []
             for qs in range(0, Tq, block_size):
                 qb = q[..., qs:qs + block_size, :]                       # (..., bq, D)
@@ -181,24 +198,26 @@ VARIANTS = [
                     acc = alpha * acc + p @ vb
                     m = m_new
                 out.append(acc / l)
-            return torch.cat(out, dim=-2)
+            return torch.cat(out, dim=-2).to(dtype)
     """),
     right("tiled_attention", "logsumexp", """
         def tiled_attention(q, k, v, block_size=64, causal=True):
             Tq, Tk = q.size(-2), k.size(-2)
+            if causal and Tq != Tk:
+                raise ValueError(f"causal needs Tq == Tk, got {Tq} and {Tk}")
             s_all_scale = q.size(-1) ** -0.5
             lse = torch.full((*q.shape[:-1], 1), float("-inf"))         # running log Σ exp(s)
             out = torch.zeros(*q.shape[:-1], v.size(-1))                  # kept normalised at every step
             t = torch.arange(Tq).unsqueeze(-1)
             for start in range(0, Tk, block_size):
                 end = min(start + block_size, Tk)
-                s = q @ k[..., start:end, :].mT * s_all_scale
+                s = q.float() @ k[..., start:end, :].float().mT * s_all_scale
                 if causal:
                     s = torch.where(torch.arange(start, end) <= t, s, float("-inf"))
                 lse_new = torch.logaddexp(lse, torch.logsumexp(s, dim=-1, keepdim=True))
-                out = out * torch.exp(lse - lse_new) + torch.exp(s - lse_new) @ v[..., start:end, :]
+                out = out * torch.exp(lse - lse_new) + torch.exp(s - lse_new) @ v[..., start:end, :].float()
                 lse = lse_new
-            return out
+            return out.to(q.dtype)
     """),
     right("tiled_attention", "normalised-running-output", tiled(result="acc").replace(
         "l = alpha * l + p.sum(dim=-1, keepdim=True)\n        {update}".format(update="acc = alpha * acc + p @ vb"),
@@ -245,4 +264,11 @@ VARIANTS = [
             return F.scaled_dot_product_attention(q, k, v, is_causal=causal)
     """),
     wrong("tiled_attention", "always-causal", "causal-flag-ignored", tiled().replace("if causal:", "if True:")),
+    # m, l and acc kept in the input's dtype: right in float32, rounding piles up over the blocks in 16 bits
+    wrong("tiled_attention", "input-dtype-accumulator", "tiled-low-precision-accumulator", tiled(work="q.dtype")),
+    # float32 for the matmuls only: l and acc stored back in the input's dtype after every block
+    wrong("tiled_attention", "low-precision-running-sums", "tiled-low-precision-accumulator", tiled(
+        update="acc = (alpha * acc + p @ vb).to(q.dtype).float(); l = l.to(q.dtype).float()")),
+    # no guard: a causal call with Tq != Tk silently masks by top-left positions
+    wrong("tiled_attention", "causal-any-shapes", "tiled-causal-shape-unchecked", tiled(guard="False and ")),
 ]

@@ -1,5 +1,5 @@
 """Bug bank of 07_gqa_and_kv_cache."""
-from . import right, wrong
+from . import fits_visible, right, wrong
 
 # GroupedQueryAttention's solution calls the learner's repeat_kv (its check passes its own cache,
 # so the learner's KVCache does not matter to it). The variants below repeat K/V inline, so that
@@ -98,12 +98,13 @@ def kvb(body: str) -> str:
 
 _QUIZ = '''
 def quiz_kv_cache():
-    return {{"llama2_7b_gib": {a}, "batch32_gib": {b}, "gqa_shrink": {c}}}
+    return {{"gemma_7b_gib": {a}, "batch16_gib": {b}, "qwen2_shrink": {c}, "mistral_32k_gib": {d}}}
 '''
 
 
-def quiz(a="2 * 32 * 32 * 128 * 4096 * 2 / 2**30", b="64.0", c="8") -> str:
-    return _QUIZ.format(a=a, b=b, c=c)
+def quiz(a="2 * 28 * 16 * 256 * 8192 * 2 / 2**30", b="16 * 3.5", c="12 / 2",
+         d="2 * 32 * 8 * 128 * min(32768, 4096) * 8 * 2 / 2**30") -> str:
+    return _QUIZ.format(a=a, b=b, c=c, d=d)
 
 
 VARIANTS = [
@@ -238,8 +239,10 @@ VARIANTS = [
             cache.update(k, v)
             k, v = cache.update(k, v)""")),
     wrong("GroupedQueryAttention", "no-mask", "not-causal", gqa(attend="y = F.scaled_dot_product_attention(q, k, v)")),
-    wrong("GroupedQueryAttention", "no-o-proj", "proj-missing", gqa(out="return y")),
-    wrong("GroupedQueryAttention", "kv-full-width", "linear-layout", gqa(kv_width="n_embed")),
+    wrong("GroupedQueryAttention", "no-o-proj", "o-proj-missing", gqa(out="return y")),
+    wrong("GroupedQueryAttention", "kv-full-width", "gqa-linear-layout", gqa(kv_width="n_embed")),
+    wrong("GroupedQueryAttention", "out-proj-name", "gqa-linear-layout",
+          gqa(out="return self.out_proj(y)").replace("self.o_proj =", "self.out_proj =")),
     # --- kv_cache_bytes ---
     right("kv_cache_bytes", "product", kvb(
         "return 2 * n_layer * n_kv_head * head_dim * seq_len * batch_size * bytes_per_elem")),
@@ -262,13 +265,19 @@ VARIANTS = [
         "return 2.0 * n_layer * n_kv_head * head_dim * seq_len * batch_size * bytes_per_elem")),
     # --- quiz_kv_cache ---
     right("quiz_kv_cache", "computed", quiz()),
-    right("quiz_kv_cache", "rounded", quiz(a="2", b="64", c="8.0")),
-    wrong("quiz_kv_cache", "no-factor-2", "quiz-kv-no-factor-2", quiz(a="1.0")),
-    wrong("quiz_kv_cache", "fp32", "quiz-kv-fp32", quiz(a="4.0")),
-    wrong("quiz_kv_cache", "no-batch", "quiz-kv-no-batch", quiz(b="2.0")),
-    wrong("quiz_kv_cache", "inverted", "quiz-kv-shrink-inverted", quiz(c="1 / 8")),
+    right("quiz_kv_cache", "rounded", quiz(a="3.5", b="56", c="6", d="4")),
+    wrong("quiz_kv_cache", "head-dim-from-hidden", "quiz-kv-head-dim-from-hidden",
+          quiz(a="2 * 28 * 16 * (3072 // 16) * 8192 * 2 / 2**30")),
+    wrong("quiz_kv_cache", "no-factor-2", "quiz-kv-no-factor-2", quiz(a="1.75")),
+    wrong("quiz_kv_cache", "fp32", "quiz-kv-fp32", quiz(a="7.0")),
+    wrong("quiz_kv_cache", "no-batch", "quiz-kv-no-batch", quiz(b="3.5")),
+    wrong("quiz_kv_cache", "inverted", "quiz-kv-shrink-inverted", quiz(c="2 / 12")),
+    # the sliding window is asked by the fourth key, which only the hidden test grades
+    fits_visible("quiz_kv_cache", "window-ignored", "quiz-kv-sliding-window-ignored",
+                 quiz(d="2 * 32 * 8 * 128 * 32768 * 8 * 2 / 2**30")),
+    fits_visible("quiz_kv_cache", "window-no-batch", "quiz-kv-no-batch", quiz(d="0.5")),
     wrong("quiz_kv_cache", "missing-key", "quiz-missing-key", '''
         def quiz_kv_cache():
-            return {"llama2_7b_gib": 2.0, "batch32_gib": 64.0}
+            return {"gemma_7b_gib": 3.5, "batch16_gib": 56.0, "qwen2_shrink": 6.0}
     '''),
 ]

@@ -16,7 +16,11 @@ class RMSNorm(nn.Module):
     def forward(self, x):
         {body}
 '''
-_RMS_BODY = "return x / torch.sqrt(x.pow(2).mean(dim=-1, keepdim=True) + self.eps) * self.weight"
+_RMS_BODY = """h = x.float()
+        h = h / torch.sqrt(h.pow(2).mean(dim=-1, keepdim=True) + self.eps)
+        return h.to(x.dtype) * self.weight"""
+# The same formula in the input's own dtype: right in float32, overflows for a float16 module.
+_RMS_NAIVE = "return x / torch.sqrt(x.pow(2).mean(dim=-1, keepdim=True) + self.eps) * self.weight"
 
 
 def rms(body=_RMS_BODY, eps="1e-6", weight="self.weight = nn.Parameter(torch.ones(dim))") -> str:
@@ -107,18 +111,43 @@ def block(body=_BLOCK_BODY, norm="RMSNorm(n_embed)", norm2=None, hidden="ffn_hid
     return _BLOCK.format(body=body, norm=norm, norm2=norm2 or norm, hidden=hidden)
 
 
+# --- quiz_ffn_share --------------------------------------------------------------------------
+
+_QUIZ = '''
+def quiz_ffn_share():
+    D, hidden, T = {D}, 13824, 4096
+    attn, ffn, expert = {attn}, {ffn}, {expert}
+    return {{"attn_params": attn, "ffn_params": ffn, "ffn_share": {share},
+            "moe_total_ffn": 8 * expert, "moe_active_ffn": {active}, "ffn_flops_share": {flops}}}
+'''
+_FLOPS = "2 * ffn / (2 * attn + 4 * T * D + 2 * ffn)"
+
+
+def quiz(D="5120", attn="4 * D * D", ffn="3 * D * hidden", expert="3 * 6144 * 16384", share="ffn / (attn + ffn)",
+         active="2 * expert", flops=_FLOPS) -> str:
+    return _QUIZ.format(D=D, attn=attn, ffn=ffn, expert=expert, share=share, active=active, flops=flops)
+
+
 VARIANTS = [
     # --- RMSNorm ---
     right("RMSNorm", "sqrt", rms()),
-    right("RMSNorm", "rsqrt", rms(
-        body="return x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + self.eps) * self.weight")),
-    right("RMSNorm", "llama-float32", rms(body="""h = x.float()
+    right("RMSNorm", "llama-rsqrt", rms(body="""h = x.to(torch.float32)
         h = h * torch.rsqrt(h.pow(2).mean(-1, keepdim=True) + self.eps)
         return self.weight * h.type_as(x)""")),
-    right("RMSNorm", "norm-sqrt-d", rms(body="""d = x.size(-1)
-        return x * math.sqrt(d) / torch.sqrt(x.norm(dim=-1, keepdim=True) ** 2 + d * self.eps) * self.weight""")),
-    right("RMSNorm", "square-sum", rms(body="""ms = (x * x).sum(dim=-1, keepdim=True) / x.shape[-1]
-        return self.weight * (x / (ms + self.eps).sqrt())""")),
+    right("RMSNorm", "norm-sqrt-d", rms(body="""d, h = x.size(-1), x.double()
+        y = h * math.sqrt(d) / torch.sqrt(h.norm(dim=-1, keepdim=True) ** 2 + d * self.eps)
+        return y.to(x.dtype) * self.weight""")),
+    right("RMSNorm", "square-sum-weight-last-cast", rms(body="""h = x.float()
+        ms = (h * h).sum(dim=-1, keepdim=True) / h.shape[-1]
+        return (self.weight.float() * (h / (ms + self.eps).sqrt())).to(x.dtype)""")),
+    wrong("RMSNorm", "input-dtype", "rmsnorm-low-precision", rms(body=_RMS_NAIVE)),
+    wrong("RMSNorm", "input-dtype-rsqrt", "rmsnorm-low-precision", rms(
+        body="return x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + self.eps) * self.weight")),
+    wrong("RMSNorm", "float32-out", "rmsnorm-dtype", rms(body="""h = x.float()
+        return h / torch.sqrt(h.pow(2).mean(dim=-1, keepdim=True) + self.eps) * self.weight""")),
+    wrong("RMSNorm", "float32-weight-out", "rmsnorm-dtype", rms(body="""h = x.float()
+        h = h / torch.sqrt(h.pow(2).mean(dim=-1, keepdim=True) + self.eps)
+        return h * self.weight.float()""")),
     wrong("RMSNorm", "subtracts-mean", "rmsnorm-subtracts-mean", rms(body="""x = x - x.mean(dim=-1, keepdim=True)
         return x / torch.sqrt(x.pow(2).mean(dim=-1, keepdim=True) + self.eps) * self.weight""")),
     wrong("RMSNorm", "eps-outside-sqrt", "norm-eps-outside-sqrt", rms(
@@ -242,73 +271,38 @@ VARIANTS = [
     # --- quiz_ffn_share ---
     right("quiz_ffn_share", "computed", """
         def quiz_ffn_share():
-            D, hidden, moe_hidden, n_expert, top_k = 4096, 11008, 14336, 8, 2
-            attn = 4 * D * D
-            ffn = 3 * D * hidden
-            expert = 3 * D * moe_hidden
+            D, hidden, T = 5120, 13824, 4096
+            attn, ffn = 4 * D * D, 3 * D * hidden
+            expert = 3 * 6144 * 16384
             return {"attn_params": attn, "ffn_params": ffn, "ffn_share": ffn / (attn + ffn),
-                    "moe_total_ffn": n_expert * expert, "moe_active_ffn": top_k * expert}
+                    "moe_total_ffn": 8 * expert, "moe_active_ffn": 2 * expert,
+                    "ffn_flops_share": 2 * ffn / (2 * attn + 4 * T * D + 2 * ffn)}
     """),
     right("quiz_ffn_share", "rounded", """
         def quiz_ffn_share():
-            return {"attn_params": 67108864, "ffn_params": 135266304, "ffn_share": 0.668,
-                    "moe_total_ffn": 1409286144, "moe_active_ffn": 352321536}
+            return {"attn_params": 104857600, "ffn_params": 212336640, "ffn_share": 0.6694,
+                    "moe_total_ffn": 2415919104, "moe_active_ffn": 603979776, "ffn_flops_share": 0.5912}
     """),
-    wrong("quiz_ffn_share", "attn-3", "quiz-attn-no-out-proj", """
-        def quiz_ffn_share():
-            D = 4096
-            return {"attn_params": 3 * D * D, "ffn_params": 3 * D * 11008, "ffn_share": 0.73,
-                    "moe_total_ffn": 8 * 3 * D * 14336, "moe_active_ffn": 2 * 3 * D * 14336}
-    """),
-    wrong("quiz_ffn_share", "two-matrices", "quiz-swiglu-two-matrices", """
-        def quiz_ffn_share():
-            D = 4096
-            return {"attn_params": 4 * D * D, "ffn_params": 2 * D * 11008, "ffn_share": 0.57,
-                    "moe_total_ffn": 8 * 2 * D * 14336, "moe_active_ffn": 2 * 2 * D * 14336}
-    """),
-    wrong("quiz_ffn_share", "classic-width", "quiz-ffn-classic-width", """
-        def quiz_ffn_share():
-            D = 4096
-            return {"attn_params": 4 * D * D, "ffn_params": 2 * D * 4 * D, "ffn_share": 2 / 3,
-                    "moe_total_ffn": 8 * 3 * D * 14336, "moe_active_ffn": 2 * 3 * D * 14336}
-    """),
-    wrong("quiz_ffn_share", "ratio", "quiz-ffn-share-ratio", """
-        def quiz_ffn_share():
-            D = 4096
-            attn, ffn = 4 * D * D, 3 * D * 11008
-            return {"attn_params": attn, "ffn_params": ffn, "ffn_share": ffn / attn,
-                    "moe_total_ffn": 8 * 3 * D * 14336, "moe_active_ffn": 2 * 3 * D * 14336}
-    """),
-    wrong("quiz_ffn_share", "percent", "quiz-share-percent", """
-        def quiz_ffn_share():
-            D = 4096
-            attn, ffn = 4 * D * D, 3 * D * 11008
-            return {"attn_params": attn, "ffn_params": ffn, "ffn_share": 100 * ffn / (attn + ffn),
-                    "moe_total_ffn": 8 * 3 * D * 14336, "moe_active_ffn": 2 * 3 * D * 14336}
-    """),
-    wrong("quiz_ffn_share", "active-all", "quiz-moe-active-all", """
-        def quiz_ffn_share():
-            D = 4096
-            attn, ffn = 4 * D * D, 3 * D * 11008
-            return {"attn_params": attn, "ffn_params": ffn, "ffn_share": ffn / (attn + ffn),
-                    "moe_total_ffn": 8 * 3 * D * 14336, "moe_active_ffn": 8 * 3 * D * 14336}
-    """),
-    wrong("quiz_ffn_share", "top1", "quiz-moe-top1", """
-        def quiz_ffn_share():
-            D = 4096
-            attn, ffn = 4 * D * D, 3 * D * 11008
-            return {"attn_params": attn, "ffn_params": ffn, "ffn_share": ffn / (attn + ffn),
-                    "moe_total_ffn": 8 * 3 * D * 14336, "moe_active_ffn": 3 * D * 14336}
-    """),
+    wrong("quiz_ffn_share", "attn-3", "quiz-attn-no-out-proj", quiz(attn="3 * D * D")),
+    wrong("quiz_ffn_share", "two-matrices", "quiz-swiglu-two-matrices", quiz(ffn="2 * D * hidden")),
+    wrong("quiz_ffn_share", "classic-width", "quiz-ffn-classic-width", quiz(ffn="2 * D * 4 * D")),
+    wrong("quiz_ffn_share", "expert-two-matrices", "quiz-swiglu-two-matrices", quiz(expert="2 * 6144 * 16384")),
+    wrong("quiz_ffn_share", "ratio", "quiz-ffn-share-ratio", quiz(share="ffn / attn")),
+    wrong("quiz_ffn_share", "percent", "quiz-share-percent", quiz(share="100 * ffn / (attn + ffn)")),
+    wrong("quiz_ffn_share", "active-all", "quiz-moe-active-all", quiz(active="8 * expert")),
+    wrong("quiz_ffn_share", "top1", "quiz-moe-top1", quiz(active="expert")),
     wrong("quiz_ffn_share", "missing-key", "quiz-missing-key", """
         def quiz_ffn_share():
-            return {"attn_params": 4 * 4096 ** 2, "ffn_params": 3 * 4096 * 11008}
+            return {"attn_params": 4 * 5120 ** 2, "ffn_params": 3 * 5120 * 13824}
     """),
-    fits_visible("quiz_ffn_share", "float-counts", "wrong-type", """
+    right("quiz_ffn_share", "float-counts", quiz(D="5120.0")),     # a number is a number (one rule, 00 §2.2)
+    fits_visible("quiz_ffn_share", "flops-no-scores", "quiz-ffn-flops-no-scores", quiz(flops="ffn / (attn + ffn)")),
+    fits_visible("quiz_ffn_share", "flops-percent", "quiz-share-percent", quiz(flops=f"100 * ({_FLOPS})")),
+    wrong("quiz_ffn_share", "flops-missing", "quiz-missing-key", """
         def quiz_ffn_share():
-            D = 4096.0
-            attn, ffn = 4 * D * D, 3 * D * 11008
+            D, hidden = 5120, 13824
+            attn, ffn, expert = 4 * D * D, 3 * D * hidden, 3 * 6144 * 16384
             return {"attn_params": attn, "ffn_params": ffn, "ffn_share": ffn / (attn + ffn),
-                    "moe_total_ffn": 8 * 3 * D * 14336, "moe_active_ffn": 2 * 3 * D * 14336}
+                    "moe_total_ffn": 8 * expert, "moe_active_ffn": 2 * expert}
     """),
 ]

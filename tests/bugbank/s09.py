@@ -1,15 +1,17 @@
 """Bug bank of 09_rope."""
-from . import right, wrong
+from . import fits_visible, right, wrong
 
 _QUIZ = '''
 def quiz_rope():
     return {{"n_pairs": {n_pairs}, "angle": {angle}, "period": {period}, "pi_position": {pi_position},
-             "rotate_v": {rotate_v}}}
+             "rotate_v": {rotate_v}, "cached_angle": {cached_angle}}}
 '''
 
 
-def quiz(n_pairs="32", angle="0.5", period="2 * math.pi * 100", pi_position="2500", rotate_v="False") -> str:
-    return _QUIZ.format(n_pairs=n_pairs, angle=angle, period=period, pi_position=pi_position, rotate_v=rotate_v)
+def quiz(n_pairs="32", angle="0.5", period="2 * math.pi * 100", pi_position="2500", rotate_v="False",
+         cached_angle="20.3") -> str:
+    return _QUIZ.format(n_pairs=n_pairs, angle=angle, period=period, pi_position=pi_position, rotate_v=rotate_v,
+                        cached_angle=cached_angle)
 
 
 VARIANTS = [
@@ -272,7 +274,18 @@ VARIANTS = [
             d, base = 64, 10000.0
             theta = lambda i: base ** (-2 * i / d)
             return {"n_pairs": d // 2, "angle": 5 * theta(8), "period": 2 * math.pi / theta(16),
-                    "pi_position": 10000 * 4096 / 16384, "rotate_v": False}
+                    "pi_position": 10000 * 4096 / 16384, "rotate_v": False, "cached_angle": (200 + 4 - 1) * theta(8)}
+    """),
+    right("quiz_rope", "stub-filled-in", """
+        def quiz_rope():
+            n_pairs = 32
+            angle = 5 * 10000 ** -0.25
+            period = 2 * math.pi / 10000 ** -0.5
+            pi_position = 10000 / 4
+            rotate_v = False
+            cached_angle = torch.tensor(203 * 0.1)
+            return {"n_pairs": n_pairs, "angle": angle, "period": period, "pi_position": pi_position,
+                    "rotate_v": rotate_v, "cached_angle": cached_angle}
     """),
     right("quiz_rope", "rounded", quiz(period="628.3", pi_position="2500.0")),
     wrong("quiz_rope", "pairs-d", "quiz-rope-pairs", quiz(n_pairs="64")),
@@ -282,9 +295,13 @@ VARIANTS = [
     wrong("quiz_rope", "period-is-frequency", "quiz-rope-period-as-frequency", quiz(period="0.01")),
     wrong("quiz_rope", "interpolation-inverted", "quiz-rope-interpolation-inverted", quiz(pi_position="40000")),
     wrong("quiz_rope", "rotate-v", "rope-on-values", quiz(rotate_v="True")),
+    wrong("quiz_rope", "cached-angle-not-a-number", "wrong-type", quiz(cached_angle="'203 * 0.1'")),
+    fits_visible("quiz_rope", "cache-offset-forgotten", "quiz-rope-cache-offset", quiz(cached_angle="3 * 0.1")),
+    fits_visible("quiz_rope", "cache-position-from-one", "rope-positions-from-one", quiz(cached_angle="204 * 0.1")),
+    fits_visible("quiz_rope", "cache-first-new-token", "wrong", quiz(cached_angle="200 * 0.1")),
     wrong("quiz_rope", "missing-key", "quiz-missing-key", """
         def quiz_rope():
-            return {"n_pairs": 32, "angle": 0.5, "period": 628.3}
+            return {"n_pairs": 32, "angle": 0.5, "period": 628.3, "pi_position": 2500, "rotate_v": False}
     """),
     wrong("quiz_rope", "stub", "not-implemented", """
         def quiz_rope():

@@ -301,15 +301,21 @@ def head_width_answers() -> dict:
     """Per key: the true answer ("want") and the answer each misconception gives."""
     C, H = QUIZ_C, QUIZ_H
     return {"head_width": {"want": C // H, "quiz-head-width-from-C": C, "quiz-head-width-times-H": C * H},
-            "concat_width": {"want": C, "quiz-concat-width-is-head": C // H, "quiz-concat-width-times-H": C * H}}
+            "concat_width": {"want": C, "quiz-concat-width-is-head": C // H, "quiz-concat-width-times-H": C * H},
+            # H heads × 3 bias-free projections of C × C/H; every head C wide would give H times that
+            "qkv_params": {"want": 3 * C * C, "quiz-head-width-from-C": 3 * C * C * H}}
 
 
 @instructor_only
 def memory_answers() -> dict:
-    """Self-test 4 (B doubled, T doubled): the true ratio and what each misconception says."""
+    """Self-test 4 (B doubled, T doubled) and the hidden question (H doubled, T halved): the true
+    ratios and what each misconception says."""
     b, t = 2, 2
+    h, t_half = 2, 0.5
     return {"ratio": {"want": b * t * t, "quiz-memory-quadratic-missed": (t * t, b * t),
-                      "quiz-memory-linear": (b, t), "quiz-memory-batch-squared": b * b * t * t}}
+                      "quiz-memory-linear": (b, t), "quiz-memory-batch-squared": b * b * t * t},
+            "ratio_heads": {"want": h * t_half * t_half, "quiz-memory-quadratic-missed": (h * t_half, t_half * t_half),
+                            "quiz-memory-linear": (h, t_half)}}
 
 
 @oracle
@@ -322,13 +328,14 @@ def _keys(answers: dict) -> dict:
 
 
 @oracle
-def head_width_keys() -> dict:
-    return _keys(head_width_answers())
+def head_width_keys(keys: tuple[str, ...]) -> dict:
+    """Digests of ``keys`` only: asked for the visible ones, the class edition stores nothing of the rest."""
+    return _keys({key: head_width_answers()[key] for key in keys})
 
 
 @oracle
-def memory_keys() -> dict:
-    return _keys(memory_answers())
+def memory_keys(keys: tuple[str, ...]) -> dict:
+    return _keys({key: memory_answers()[key] for key in keys})
 
 
 def _shown(value: float) -> str:
@@ -351,18 +358,30 @@ def _judge(value: float, keys: dict, key: str, hint: str) -> None:
 
 
 @check("quiz_head_width")
-def check_quiz_head_width(candidate, extended: bool = False, seed: int = 0) -> None:
-    """One set of answers, nothing random: ``extended`` and ``seed`` change nothing."""
-    del extended, seed
-    answers, keys = _numbers(candidate, "quiz_head_width", ("head_width", "concat_width")), head_width_keys()
+def check_quiz_head_width(candidate, extended: bool = False, seed: int = 0) -> tuple[str, ...]:
+    """Nothing random (``seed`` changes nothing): the visible check judges the two widths,
+    ``extended`` (the hidden test) also the parameter count."""
+    del seed
+    answers = _numbers(candidate, "quiz_head_width", ("head_width", "concat_width", "qkv_params"))
+    keys = head_width_keys(("head_width", "concat_width", "qkv_params") if extended else ("head_width", "concat_width"))
     C, H = QUIZ_C, QUIZ_H
     _judge(answers["head_width"], keys, "head_width", f"n_embed = {C} 要平分给 n_head = {H} 个头。")
     _judge(answers["concat_width"], keys, "concat_width", f"{H} 个宽 {_shown(answers['head_width'])} 的头并排是多宽？")
+    if not extended:
+        return ("qkv_params",)
+    _judge(answers["qkv_params"], keys, "qkv_params", "每个头有三个 C × D_h 的投影（§2 的参数量）。")
+    return ()
 
 
 @check("quiz_attention_memory")
-def check_quiz_attention_memory(candidate, extended: bool = False, seed: int = 0) -> None:
-    """One set of answers, nothing random: ``extended`` and ``seed`` change nothing."""
-    del extended, seed
-    ratio = _numbers(candidate, "quiz_attention_memory", ("ratio",))["ratio"]
-    _judge(ratio, memory_keys(), "ratio", "数一数 (B, H, T, T) 里 B 和 T 各出现几次。")
+def check_quiz_attention_memory(candidate, extended: bool = False, seed: int = 0) -> tuple[str, ...]:
+    """Nothing random (``seed`` changes nothing): the visible check judges "ratio", ``extended``
+    (the hidden test) also "ratio_heads"."""
+    del seed
+    answers = _numbers(candidate, "quiz_attention_memory", ("ratio", "ratio_heads"))
+    keys = memory_keys(("ratio", "ratio_heads") if extended else ("ratio",))
+    _judge(answers["ratio"], keys, "ratio", "数一数 (B, H, T, T) 里 B 和 T 各出现几次。")
+    if not extended:
+        return ("ratio_heads",)
+    _judge(answers["ratio_heads"], keys, "ratio_heads", "数一数 (B, H, T, T) 里 H 和 T 各出现几次。")
+    return ()

@@ -15,7 +15,7 @@ import torch
 from torch.overrides import TorchFunctionMode
 
 from .common import quiz_number
-from .core import CheckError, call, call_pure, check, close, expect, source_of, quiz_answers
+from .core import CheckError, call, call_pure, check, close, expect, quiz_answers, require_tensor, source_of
 from .oracle import answer_key, instructor_only, matches, oracle
 
 # (B, H, T, Dh): no 2 anywhere, so "half", "missing B", "missing H", "T once" all give different numbers.
@@ -156,12 +156,13 @@ def check_attention_weights_bytes(candidate, extended: bool = False, seed: int =
 
 # --- quiz_complexity ---------------------------------------------------------------------------
 
-QUIZ_KEYS = ("double_B_and_T", "double_T", "fp16_bytes", "slope_flops", "slope_naive_memory", "slope_tiled_memory")
-QUIZ_CODES = {"double_B_and_T": "quiz-double-B-and-T", "double_T": "quiz-double-T", "fp16_bytes": "quiz-fp16-bytes",
-              "slope_flops": "quiz-slope-flops", "slope_naive_memory": "quiz-slope-naive-memory",
-              "slope_tiled_memory": "quiz-slope-tiled-memory"}
+QUIZ_KEYS = ("flops_ratio", "bf16_bytes", "slope_flops", "slope_naive_memory", "slope_tiled_memory")
+VISIBLE_KEYS = QUIZ_KEYS[:3]    # the hidden test also asks the two memory slopes
+QUIZ_CODES = {"flops_ratio": "quiz-flops-ratio", "bf16_bytes": "quiz-bf16-bytes", "slope_flops": "quiz-slope-flops",
+              "slope_naive_memory": "quiz-slope-naive-memory", "slope_tiled_memory": "quiz-slope-tiled-memory"}
 # relative tolerances of the answers: a slope within 2.5 % (at least; up to 5 %, see oracle.answer_key), else ~exact
 QUIZ_TOLERANCE = {key: 0.025 if key.startswith("slope") else 1e-9 for key in QUIZ_KEYS}
+QUIZ_BYTES_CASE = (2, 12, 3072, torch.bfloat16)   # the bf16_bytes question: B, H, T, dtype
 
 
 @instructor_only
@@ -181,9 +182,8 @@ def quiz_truth(seed: int) -> dict[str, float]:
     Ts = sorted(rng.sample(range(256, 65536), 6))
     block = 64                                  # the tiled question's fixed block size
     return {
-        "double_B_and_T": _bytes(2 * B, H, 2 * T, torch.float32) / _bytes(B, H, T, torch.float32),
-        "double_T": _flops(B, H, 2 * T, Dh) / _flops(B, H, T, Dh),
-        "fp16_bytes": _bytes(8, 32, 4096, torch.float16),                  # the stated case: B=8, H=32, T=4096
+        "flops_ratio": _flops(B, H, 3 * T, Dh // 2) / _flops(B, H, T, Dh),  # T ×3 and Dh halved
+        "bf16_bytes": _bytes(*QUIZ_BYTES_CASE),
         "slope_flops": _loglog_slope(Ts, [_flops(B, H, t, Dh) for t in Ts]),
         "slope_naive_memory": _loglog_slope(Ts, [_bytes(B, H, t, torch.float32) for t in Ts]),
         # tiled: the live extra memory is one [B, H, T, block] score block plus m and ℓ ([B, H, T, 1] each)
@@ -192,24 +192,30 @@ def quiz_truth(seed: int) -> dict[str, float]:
 
 
 @oracle
-def quiz_keys(seed: int) -> dict[str, list[str]]:
-    """The quiz's truths as salted digests (oracle.answer_key), each within its QUIZ_TOLERANCE."""
-    return {key: answer_key(value, QUIZ_TOLERANCE[key]) for key, value in quiz_truth(seed).items()}
+def quiz_keys(seed: int, keys: tuple[str, ...]) -> dict[str, list[str]]:
+    """The truths of ``keys`` as salted digests (oracle.answer_key), each within its QUIZ_TOLERANCE; asked
+    for the visible keys only, the class edition stores nothing of the others."""
+    truth = quiz_truth(seed)
+    return {key: answer_key(truth[key], QUIZ_TOLERANCE[key]) for key in keys}
 
 
 @check("quiz_complexity")
-def check_quiz_complexity(candidate, extended: bool = False, seed: int = 0) -> None:
-    """One set of answers; ``seed`` draws the setting the true ratios and slopes are computed in,
-    ``extended`` changes nothing."""
-    del extended
+def check_quiz_complexity(candidate, extended: bool = False, seed: int = 0) -> tuple[str, ...]:
+    """``seed`` draws the setting the true ratios and slopes are computed in; the visible check
+    judges the first three answers (the others must be numbers), ``extended`` (the hidden test) all five."""
     answers = quiz_answers(candidate, "quiz_complexity", QUIZ_KEYS)
-    keys = quiz_keys(seed)
-    for key in QUIZ_KEYS:
+    graded = QUIZ_KEYS if extended else VISIBLE_KEYS
+    later = tuple(key for key in QUIZ_KEYS if key not in graded)
+    for key in later:
+        quiz_number(answers, key)
+    keys = quiz_keys(seed, graded)
+    for key in graded:
         value = quiz_number(answers, key)
         if not matches(value, keys[key], QUIZ_TOLERANCE[key]):
-            unit = "（按字节数回答：一个整数，不是 MiB 或 GiB）" if key == "fp16_bytes" else ""
+            unit = "（按字节数回答：一个整数，不是 MiB 或 GiB）" if key == "bf16_bytes" else ""
             shown = answers[key].item() if isinstance(answers[key], torch.Tensor) else answers[key]
             raise CheckError(QUIZ_CODES[key], f"{key} 的答案 {shown!r} 不对{unit}。")
+    return later
 
 
 # --- tiled_attention ---------------------------------------------------------------------------
@@ -345,6 +351,30 @@ def hidden_tiled_cases(seed: int, n: int = 4):
     return cases + [((1, 1, 1, 4), 1, 4, 4, True), ((2, 13, 8), 13, 8, 1, True)]
 
 
+def _low_precision(shape_q, Tk, Dv, dtype, seed):
+    """q, k, v in ``dtype`` over many key blocks: small scores, values around 3, so that the running sum
+    ℓ grows to ~Tk and the output is O(1) — rounding ℓ and acc to 16 bits at every block shows."""
+    g = torch.Generator().manual_seed(seed)
+    *lead, Tq, D = shape_q
+    q = 0.5 * torch.randn(*lead, Tq, D, generator=g)                                # (..., Tq, D)
+    k = 0.5 * torch.randn(*lead, Tk, D, generator=g)                                # (..., Tk, D)
+    v = torch.randn(*lead, Tk, Dv, generator=g) + 3.0                               # (..., Tk, Dv)
+    return q.to(dtype), k.to(dtype), v.to(dtype)
+
+
+# (q shape, Tk, Dv, block_size, causal, dtype): hundreds of key blocks. Accumulating in float32 leaves the
+# output's own rounding (half a unit in the last place: ~8e-3 in bfloat16, ~1e-3 in float16 at values
+# near 3); keeping m, ℓ, acc in the 16-bit dtype errs 20–80 times more (tests/bugbank/s06.py proves it).
+LOW_PRECISION_CASES = [((2, 24, 8), 1500, 4, 8, False, torch.bfloat16),
+                       ((1, 1, 700, 8), 700, 4, 8, True, torch.float16)]
+LOW_PRECISION_ATOL = {torch.bfloat16: 2e-2, torch.float16: 4e-3}
+
+
+@instructor_only
+def hidden_low_precision_cases():
+    return [((1, 2, 600, 8), 600, 4, 8, True, torch.bfloat16), ((1, 2, 24, 8), 4096, 4, 8, False, torch.float16)]
+
+
 def _diagnose_tiled(candidate, got, outs, q, k, v, bs, causal, what) -> None:
     Tq, Tk = q.size(-2), k.size(-2)
     n_full = Tk // bs * bs
@@ -365,32 +395,74 @@ def _diagnose_tiled(candidate, got, outs, q, k, v, bs, causal, what) -> None:
                 raise CheckError("tiled-merge-wrong", f"{what}：block_size ≥ T（只有一个块）时正确，分成多个块时不对。")
 
 
+def _run_tiled(candidate, q, k, v, bs, causal):
+    """The candidate's output on one case, recorded (see _Record); fails on a built-in attention or a tuple."""
+    Tq, Tk = q.size(-2), k.size(-2)
+    what = f"q {tuple(q.shape)}、k {tuple(k.shape)}、v {tuple(v.shape)}、block_size={bs}、causal={causal}" + \
+           ("" if q.dtype == torch.float32 else f"、dtype={q.dtype}") + " 时"
+    record = _Record(Tq, Tk, math.prod(q.shape[:-2]))
+    with torch.no_grad(), record:
+        got = call_pure(candidate, q, k, v, causal=causal) if bs is None else \
+            call_pure(candidate, q, k, v, block_size=bs, causal=causal)
+    if record.builtin:
+        raise CheckError("tiled-uses-sdpa", f"{what}调用了 {record.builtin}。")
+    if isinstance(got, tuple):
+        raise CheckError("wrong-type", "tiled_attention 只返回输出张量 out"
+                                       "（不返回权重：它从不建出完整的权重矩阵）。")
+    return got, what, record
+
+
+def _require_dtype(got, q, what) -> None:
+    if got.dtype != q.dtype:
+        raise CheckError("wrong-type", f"{what}输出的 dtype 是 {got.dtype}，应与输入相同（{q.dtype}）。")
+
+
+def _check_causal_shapes(candidate) -> None:
+    """causal=True is self-attention: a call with Tq ≠ Tk must raise (ValueError or an assertion)."""
+    q, k, v = _increasing((1, 2, 5, 4), 9, 3, seed=7)
+    try:
+        with torch.no_grad():
+            out = candidate(q, k, v, block_size=4, causal=True)
+    except (ValueError, AssertionError):
+        return
+    except Exception as err:
+        raise CheckError("tiled-causal-shape-unchecked",
+                         f"Tq = 5、Tk = 9、causal=True 时抛出的是 {type(err).__name__}: {err}，"
+                         "而不是一个说明原因的 ValueError。") from err
+    shape = tuple(out.shape) if isinstance(out, torch.Tensor) else type(out).__name__
+    raise CheckError("tiled-causal-shape-unchecked",
+                     f"Tq = 5、Tk = 9、causal=True 时没有报错，而是返回了 {shape}。")
+
+
 @check("tiled_attention")
 def check_tiled_attention(candidate, extended: bool = False, seed: int = 0) -> None:
     cases = TILED_CASES + (hidden_tiled_cases(seed) if extended else [])
     for i, (shape_q, Tk, Dv, bs, causal) in enumerate(cases):
         q, k, v = _increasing(shape_q, Tk, Dv, seed=seed + i)
-        Tq = shape_q[-2]
-        lead = math.prod(shape_q[:-2])
-        what = f"q {tuple(q.shape)}、k {tuple(k.shape)}、v {tuple(v.shape)}、block_size={bs}、causal={causal} 时"
-        record = _Record(Tq, Tk, lead)
-        with torch.no_grad(), record:
-            got = call_pure(candidate, q, k, v, causal=causal) if bs is None else \
-                call_pure(candidate, q, k, v, block_size=bs, causal=causal)
-        if record.builtin:
-            raise CheckError("tiled-uses-sdpa", f"{what}调用了 {record.builtin}。")
-        if isinstance(got, tuple):
-            raise CheckError("wrong-type", "tiled_attention 只返回输出张量 out"
-                                           "（不返回权重：它从不建出完整的权重矩阵）。")
+        got, what, record = _run_tiled(candidate, q, k, v, bs, causal)
         block = 64 if bs is None else bs                                        # the default block_size
         outs = tiled_outputs(q, k, v, block, causal)
         if not close(got, outs["want"]):
             if isinstance(got, torch.Tensor):
                 _diagnose_tiled(candidate, got, outs, q, k, v, block, causal, what)
             expect(got, outs["want"], f"{what}的输出")
-        if got.dtype != q.dtype:
-            raise CheckError("wrong-type", f"{what}输出的 dtype 是 {got.dtype}，应与输入相同（{q.dtype}）。")
+        _require_dtype(got, q, what)
         if record.full and block < Tk:
             op, shape = record.full
             raise CheckError("tiled-materializes-scores", f"{what}，{op} 产生了一个形状为 {list(shape)} 的张量"
-                                                          f"（包含完整的 [Tq, Tk] = [{Tq}, {Tk}]）。")
+                                                          f"（包含完整的 [Tq, Tk] = [{q.size(-2)}, {Tk}]）。")
+    low = LOW_PRECISION_CASES + (hidden_low_precision_cases() if extended else [])
+    for i, (shape_q, Tk, Dv, bs, causal, dtype) in enumerate(low):
+        q, k, v = _low_precision(shape_q, Tk, Dv, dtype, seed=seed + 100 + i)
+        got, what, _ = _run_tiled(candidate, q, k, v, bs, causal)
+        require_tensor(got, f"{what}的输出")
+        _require_dtype(got, q, what)
+        want = _attend(q, k, v, causal)
+        if not close(got, want, atol=LOW_PRECISION_ATOL[dtype], rtol=0.0):
+            if got.shape != want.shape or not torch.isfinite(got).all():
+                expect(got, want, f"{what}的输出")
+            err = (got.double() - want).abs().max().item()
+            raise CheckError("tiled-low-precision-accumulator",
+                             f"{what}，输出的最大误差是 {err:.3g}；按 float32 累加、最后转回 {dtype} 时，"
+                             f"误差只有输出自身的舍入（不超过 {LOW_PRECISION_ATOL[dtype]:g}）。")
+    _check_causal_shapes(candidate)

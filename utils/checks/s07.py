@@ -25,6 +25,7 @@ GQA_CASES = [(2, 7, 16, 4, 2, 10, (3, 2, 1, 1)), (1, 5, 12, 3, 1, 8, (2, 1, 2)),
 # kv_cache_bytes: distinct primes, so that each misconception gives a different number.
 BYTES_CASES = [(3, 5, 7, 11, 13, 4), (2, 1, 64, 100, 1, 2)]
 _MASK_CRASH = {"cache-mask-offset": r"tril|mask|is_causal|triu"}
+LAYOUT = "gqa-linear-layout"  # the q_proj/k_proj/v_proj/o_proj layout (05's "linear-layout" names Head's layers)
 
 
 @instructor_only
@@ -250,7 +251,7 @@ def gqa_outputs(x, w, H, Hkv) -> dict:
         ("not-causal", _attend(x, w, H, Hkv, mask="none")),
         ("scale-by-sqrt-C", _attend(x, w, H, Hkv, scale=1 / math.sqrt(C))),
         ("scale-missing", _attend(x, w, H, Hkv, scale=1.0)),
-        ("proj-missing", _attend(x, w, H, Hkv, o_proj=False))]}
+        ("o-proj-missing", _attend(x, w, H, Hkv, o_proj=False))]}
 
 
 @oracle
@@ -280,11 +281,9 @@ def _make_gqa(candidate, C, H, Hkv, L):
     module = call(candidate, n_embed=C, n_head=H, n_kv_head=Hkv, context_length=L)
     if not isinstance(module, nn.Module):
         raise CheckError("wrong-type", f"应创建一个 nn.Module，实际是 {type(module).__name__}。")
-    Dh = C // H
-    require_linear(getattr(module, "q_proj", None), "q_proj", C, C, bias=False)
-    for name in ("k_proj", "v_proj"):
-        require_linear(getattr(module, name, None), name, C, Hkv * Dh, bias=False)
-    require_linear(getattr(module, "o_proj", None), "o_proj", C, C, bias=False)
+    kv_width = Hkv * (C // H)
+    for name, n_out in (("q_proj", C), ("k_proj", kv_width), ("v_proj", kv_width), ("o_proj", C)):
+        require_linear(getattr(module, name, None), name, C, n_out, bias=False, code=LAYOUT)
     return module
 
 
@@ -320,7 +319,7 @@ def check_GroupedQueryAttention(candidate, extended: bool = False, seed: int = 0
     for i, (B, T, C, H, Hkv, L, chunks) in enumerate(GQA_CASES + (hidden_gqa_cases() if extended else [])):
         m = _make_gqa(candidate, C, H, Hkv, L)
         w = gqa_weights(C, H, Hkv, seed + i)
-        load_weights(m, w)
+        load_weights(m, w, code=LAYOUT)
         x, x2 = randn(B, T, C, seed=seed + i), randn(B, T, C, seed=seed + 100 + i)   # (B, T, C) each
         outs, outs2 = gqa_outputs(x, w, H, Hkv), gqa_outputs(x2, w, H, Hkv)
         label = f"B={B}, T={T}, n_embed={C}, n_head={H}, n_kv_head={Hkv}"
@@ -402,33 +401,60 @@ def _expect_bytes(got, outs: dict, what: str) -> None:
 
 # --- quiz_kv_cache --------------------------------------------------------------------------
 
-QUIZ_KEYS = ("llama2_7b_gib", "batch32_gib", "gqa_shrink")
+# The visible check reads the first three answers; the hidden one also the fourth (the sliding window).
+QUIZ_KEYS = ("gemma_7b_gib", "batch16_gib", "qwen2_shrink", "mistral_32k_gib")
+VISIBLE_QUIZ_KEYS = QUIZ_KEYS[:3]
 QUIZ_REL_TOL = 1e-3
 
 
 @instructor_only
 def quiz_truth() -> dict:
-    """Each key's answer and the known wrong answers, with the misconception each shows."""
-    return {"llama2_7b_gib": (2.0, [("quiz-kv-no-factor-2", 1.0), ("quiz-kv-fp32", 4.0)]),
-            "batch32_gib": (64.0, [("quiz-kv-no-batch", 2.0), ("quiz-kv-no-factor-2", 32.0),
-                                   ("quiz-kv-fp32", 128.0)]),
-            "gqa_shrink": (8.0, [("quiz-kv-shrink-inverted", 1 / 8)])}
+    """Each key's answer and the known wrong answers, with the misconception each shows.
+
+    Published configs (config.json on Hugging Face): Gemma-7B 28 layers, 16 KV heads, head_dim 256
+    (hidden_size 3072 / 16 heads would give 192); Qwen2-1.5B 12 query heads, 2 KV heads; Mistral-7B
+    v0.1 32 layers, 8 KV heads, head_dim 128, sliding_window 4096."""
+    def _gib(n_layer, n_kv_head, head_dim, seq_len, batch_size, bytes_per_elem=2) -> float:
+        return 2 * n_layer * n_kv_head * head_dim * seq_len * batch_size * bytes_per_elem / 2 ** 30
+
+    gemma = dict(n_layer=28, n_kv_head=16, seq_len=8192)
+    mistral = dict(n_layer=32, n_kv_head=8, head_dim=128, batch_size=8)
+
+    def gemma_wrongs(batch):
+        return [("quiz-kv-head-dim-from-hidden", _gib(**gemma, head_dim=192, batch_size=batch)),
+                ("quiz-kv-no-factor-2", _gib(**gemma, head_dim=256, batch_size=batch) / 2),
+                ("quiz-kv-fp32", _gib(**gemma, head_dim=256, batch_size=batch, bytes_per_elem=4))]
+    return {"gemma_7b_gib": (_gib(**gemma, head_dim=256, batch_size=1), gemma_wrongs(1)),
+            "batch16_gib": (_gib(**gemma, head_dim=256, batch_size=16),
+                            [("quiz-kv-no-batch", _gib(**gemma, head_dim=256, batch_size=1)), *gemma_wrongs(16)]),
+            "qwen2_shrink": (12 / 2, [("quiz-kv-shrink-inverted", 2 / 12)]),
+            "mistral_32k_gib": (_gib(**mistral, seq_len=4096),
+                                [("quiz-kv-sliding-window-ignored", _gib(**mistral, seq_len=32768)),
+                                 ("quiz-kv-no-batch", _gib(**{**mistral, "batch_size": 1}, seq_len=4096)),
+                                 ("quiz-kv-no-factor-2", _gib(**mistral, seq_len=4096) / 2)])}
 
 
 @oracle
-def quiz_keys() -> dict:
-    """quiz_truth as salted digests (oracle.answer_key): (answer, [(code, wrong answer), ...]) per key."""
-    return {key: (answer_key(want, QUIZ_REL_TOL), [(code, answer_key(wrong, QUIZ_REL_TOL)) for code, wrong in wrongs])
-            for key, (want, wrongs) in quiz_truth().items()}
+def quiz_keys(keys: tuple[str, ...]) -> dict:
+    """quiz_truth of ``keys`` as salted digests (oracle.answer_key): (answer, [(code, wrong answer), ...])
+    per key. Asked for the visible keys only, the class edition stores nothing of the hidden one."""
+    truth = quiz_truth()
+    return {key: (answer_key(truth[key][0], QUIZ_REL_TOL),
+                  [(code, answer_key(wrong, QUIZ_REL_TOL)) for code, wrong in truth[key][1]]) for key in keys}
 
 
 @check("quiz_kv_cache")
-def check_quiz_kv_cache(candidate, extended: bool = False, seed: int = 0) -> None:
-    """One set of answers, nothing random: ``extended`` and ``seed`` change nothing."""
-    del extended, seed
+def check_quiz_kv_cache(candidate, extended: bool = False, seed: int = 0) -> tuple[str, ...]:
+    """Nothing random (``seed`` changes nothing); ``extended`` also grades the sliding-window answer, which
+    the visible check only requires to be a number."""
+    del seed
     answers = quiz_answers(candidate, "quiz_kv_cache", list(QUIZ_KEYS))
-    keys = quiz_keys()
-    for key in QUIZ_KEYS:
+    later = () if extended else QUIZ_KEYS[len(VISIBLE_QUIZ_KEYS):]
+    for key in later:
+        quiz_number(answers, key)
+    graded = QUIZ_KEYS if extended else VISIBLE_QUIZ_KEYS
+    keys = quiz_keys(graded)
+    for key in graded:
         value = quiz_number(answers, key)
         want, wrongs = keys[key]
         if matches(value, want, QUIZ_REL_TOL):
@@ -437,3 +463,4 @@ def check_quiz_kv_cache(candidate, extended: bool = False, seed: int = 0) -> Non
             if matches(value, wrong, QUIZ_REL_TOL):
                 raise CheckError(code, f"{key} = {value:g} 不对。")
         raise CheckError("wrong", f"{key} = {value:g} 不对。")
+    return later

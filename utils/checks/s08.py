@@ -5,6 +5,8 @@ float64 re-computations of check-made inputs and of fixed weights loaded into th
 """
 from __future__ import annotations
 
+import math
+
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
@@ -46,11 +48,20 @@ def _wrong_dims(shape) -> list:
 
 # (shape, input scale, eps passed to the constructor or None = the default 1e-6)
 RMS_CASES = [((2, 5, 8), 1.0, None), ((3, 7), 1e-3, None), ((2, 3, 4, 6), 2e-2, 1e-3)]
+# A module cast to a low-precision dtype: (shape, input scale, eps or None, dtype). At scale 300 most
+# tokens have an entry above 256, whose square overflows float16 (largest finite value 65504).
+LOW_CASES = [((2, 4, 16), 300.0, None, torch.float16)]
+LOW_TOL = {torch.float16: 4e-3, torch.bfloat16: 3e-2}           # a few units in the last place of each dtype
 
 
 @instructor_only
 def hidden_rms_cases():
     return [((4, 9, 16), 10.0, None), ((5, 12), 1e-3, 1e-5), ((2, 1, 5), 1e-3, None), ((1, 6, 33), 0.5, 1e-2)]
+
+
+@instructor_only
+def hidden_low_cases():
+    return [((3, 5, 32), 2000.0, 1e-5, torch.float16), ((2, 3, 24), 50.0, None, torch.bfloat16)]
 
 
 @oracle
@@ -74,6 +85,14 @@ def rms_outputs(x, w, eps, eps_given: bool) -> dict:
     return {"want": F.rms_norm(xd, (x.size(-1),), wd, eps=eps), "wrong": wrong}                # (..., D)
 
 
+@oracle
+def rms_low_precision_output(x, w, eps) -> torch.Tensor:
+    """What LlamaRMSNorm gives for a low-precision x and weight w: normalised in float64 (exact enough),
+    rounded to x's dtype, times w, rounded again (one correctly rounded low-precision product)."""
+    normed = math64.rms_norm(x, 1.0, eps).to(x.dtype)                                      # (..., D)
+    return (normed.double() * w.double()).to(x.dtype)                                      # (..., D)
+
+
 def _make_rmsnorm(candidate, dim: int, eps):
     module = call(candidate, dim) if eps is None else call(candidate, dim, eps=eps)
     weight = getattr(module, "weight", None)
@@ -87,22 +106,65 @@ def _make_rmsnorm(candidate, dim: int, eps):
     return module
 
 
+def _loaded_rmsnorm(candidate, dim: int, eps, seed: int) -> tuple[nn.Module, torch.Tensor]:
+    module = _make_rmsnorm(candidate, dim, eps)
+    weights = fixed_weights({"weight": (dim,)}, seed)                                      # (D,) gains
+    load_weights(module, weights, code="norm-weight")
+    return module, weights["weight"]
+
+
+def _name(dtype: torch.dtype) -> str:
+    return str(dtype).removeprefix("torch.")
+
+
+def _require_dtype(got, x: torch.Tensor, what: str) -> None:
+    if isinstance(got, torch.Tensor) and got.dtype != x.dtype:
+        want, wrong = _name(x.dtype), _name(got.dtype)
+        raise CheckError("rmsnorm-dtype", f"{what}：{want} 的输入应得到 {want} 的输出，实际是 {wrong}。")
+
+
+def _overflowed_tokens(got, want: torch.Tensor) -> int:
+    """How many tokens come out all zero or non-finite where the right output is neither."""
+    if not isinstance(got, torch.Tensor) or got.shape != want.shape:
+        return 0
+    g, w = got.detach().double(), want.double()
+    lost = ~torch.isfinite(g).all(-1) | (g == 0).all(-1)                                  # (...,) per token
+    return int((lost & torch.isfinite(w).all(-1) & (w != 0).any(-1)).sum())
+
+
+def _check_low_precision(candidate, shape, scale, eps, dtype, seed: int) -> None:
+    module, weight = _loaded_rmsnorm(candidate, shape[-1], eps, seed + 50)
+    module = module.to(dtype)                                                              # as model.half() does
+    x = _tokens(shape, seed, scale).to(dtype)                                              # (..., D)
+    with TorchCalls() as calls:
+        got = call_pure(module, x)
+    _no_builtin_norm(calls)
+    want = rms_low_precision_output(x, weight.to(dtype), 1e-6 if eps is None else eps)    # (..., D)
+    what = f"模块转成 {_name(dtype)}、输入形状 {shape}、数值量级 {scale:g} 时的输出"
+    lost = _overflowed_tokens(got, want)
+    if lost:
+        top = torch.finfo(dtype).max
+        raise CheckError("rmsnorm-low-precision",
+                         f"{what}里有 {lost} 个 token 全是 0 或 NaN/inf：{_name(dtype)} 最大只能表示 {top:g}，"
+                         f"大于 {math.sqrt(top):.0f} 的分量平方后就溢出了。")
+    _require_dtype(got, x, what)
+    expect(got, want, what, atol=LOW_TOL[dtype], rtol=LOW_TOL[dtype])
+
+
 @check("RMSNorm")
 def check_RMSNorm(candidate, extended: bool = False, seed: int = 0) -> None:
     for i, (shape, scale, eps) in enumerate(RMS_CASES + (hidden_rms_cases() if extended else [])):
-        D = shape[-1]
-        module = _make_rmsnorm(candidate, D, eps)
-        weights = fixed_weights({"weight": (D,)}, seed + 50 + i)                           # (D,) gains
-        load_weights(module, weights, code="norm-weight")
+        module, weight = _loaded_rmsnorm(candidate, shape[-1], eps, seed + 50 + i)
         x = _tokens(shape, seed + i, scale)                                                # (..., D)
         with TorchCalls() as calls:
             got = call_pure(module, x)
         _no_builtin_norm(calls)
-        outs = rms_outputs(x, weights["weight"], 1e-6 if eps is None else eps, eps is not None)
+        outs = rms_outputs(x, weight, 1e-6 if eps is None else eps, eps is not None)
         what = f"输入形状 {shape}、数值量级 {scale:g}、eps={'默认' if eps is None else eps} 时的输出"
         expect(got, outs["want"], what, outs["wrong"], atol=1e-5, rtol=1e-4)
-        if got.dtype != x.dtype:
-            raise CheckError("wrong-type", f"float32 输入应得到 float32 输出，实际是 {got.dtype}。")
+        _require_dtype(got, x, what)
+    for i, case in enumerate(LOW_CASES + (hidden_low_cases() if extended else [])):
+        _check_low_precision(candidate, *case, seed=seed + 100 + i)
 
 
 # --- layer_norm ------------------------------------------------------------------------------
@@ -376,7 +438,8 @@ def check_Block(candidate, extended: bool = False, seed: int = 0) -> None:
 # --- quiz_ffn_share ----------------------------------------------------------------------------
 
 COUNT_KEYS = ("attn_params", "ffn_params", "moe_total_ffn", "moe_active_ffn")
-QUIZ_KEYS = ("attn_params", "ffn_params", "ffn_share", "moe_total_ffn", "moe_active_ffn")
+SHARE_KEYS = ("ffn_share",)
+HIDDEN_SHARE_KEYS = ("ffn_flops_share",)      # asked in the notebook, checked only when grading
 SHARE_REL_TOL = 1e-3
 
 
@@ -384,56 +447,79 @@ SHARE_REL_TOL = 1e-3
 def quiz_truth() -> dict[str, tuple]:
     """Each key's answer and the known wrong answers, with the misconception each shows.
 
-    The self-test's two configs (published configurations, see the notebook): a Llama-2-7B layer
-    (D = 4096, SwiGLU hidden 11008, 32 heads, MHA, no biases) and a Mixtral-8x7B layer (D = 4096,
-    8 SwiGLU experts of hidden 14336, top-2 routing); norm weights and the router are left out."""
-    D, hidden, moe_hidden, n_expert, top_k = 4096, 11008, 14336, 8, 2
-    attn, ffn, expert = 4 * D * D, 3 * D * hidden, 3 * D * moe_hidden   # W_Q,K,V,O; W_g,u,d; one expert
+    The quiz's two configs (published configurations, see the notebook): a Llama-2-13B layer
+    (D = 5120, SwiGLU hidden 13824, 40 heads, MHA, no biases, context 4096) and a Mixtral-8x22B layer
+    (D = 6144, 8 SwiGLU experts of hidden 16384, top-2 routing); norm weights and the router are left out."""
+    D, hidden, T, moe_D, moe_hidden, n_expert, top_k = 5120, 13824, 4096, 6144, 16384, 8, 2
+    attn, ffn, expert = 4 * D * D, 3 * D * hidden, 3 * moe_D * moe_hidden    # W_Q,K,V,O; W_g,u,d; one expert
     share = ffn / (attn + ffn)
+    flops_attn, flops_ffn = 2 * attn + 4 * T * D, 2 * ffn                     # per token, forward
+    flops_share = flops_ffn / (flops_attn + flops_ffn)
     return {"attn_params": (attn, [("quiz-attn-no-out-proj", 3 * D * D)]),
             "ffn_params": (ffn, [("quiz-swiglu-two-matrices", 2 * D * hidden), ("quiz-ffn-classic-width", 8 * D * D)]),
-            "moe_total_ffn": (n_expert * expert, [("quiz-swiglu-two-matrices", 2 * D * moe_hidden * n_expert)]),
+            "moe_total_ffn": (n_expert * expert, [("quiz-swiglu-two-matrices", 2 * moe_D * moe_hidden * n_expert)]),
             "moe_active_ffn": (top_k * expert, [("quiz-moe-active-all", n_expert * expert), ("quiz-moe-top1", expert),
-                                                ("quiz-swiglu-two-matrices", top_k * 2 * D * moe_hidden)]),
+                                                ("quiz-swiglu-two-matrices", top_k * 2 * moe_D * moe_hidden)]),
             "ffn_share": (share, [("quiz-share-percent", 100 * share), ("quiz-ffn-share-ratio", ffn / attn),
                                   ("quiz-ffn-share-ratio", attn / (attn + ffn)),
-                                  ("quiz-ffn-share-ratio", attn / ffn)])}
+                                  ("quiz-ffn-share-ratio", attn / ffn)]),
+            "ffn_flops_share": (flops_share, [("quiz-ffn-flops-no-scores", share),
+                                              ("quiz-share-percent", 100 * flops_share),
+                                              ("quiz-ffn-share-ratio", flops_ffn / flops_attn),
+                                              ("quiz-ffn-share-ratio", flops_attn / (flops_attn + flops_ffn))])}
+
+
+def _digests(keys) -> dict:
+    """quiz_truth of ``keys`` as salted digests (oracle.answer_key) of the numbers as floats: counts exact,
+    shares within SHARE_REL_TOL; (answer, [(code, wrong answer), ...]) per key."""
+    def key_of(key, value):
+        return answer_key(float(value), 0.0 if key in COUNT_KEYS else SHARE_REL_TOL)
+    truth = quiz_truth()
+    return {key: (key_of(key, truth[key][0]), [(code, key_of(key, wrong)) for code, wrong in truth[key][1]])
+            for key in keys}
 
 
 @oracle
 def quiz_keys() -> dict:
-    """quiz_truth as salted digests (oracle.answer_key) of the numbers as floats: counts exact, the share
-    within SHARE_REL_TOL; (answer, [(code, wrong answer), ...]) per key."""
-    def key_of(key, value):
-        return answer_key(float(value), SHARE_REL_TOL if key == "ffn_share" else 0.0)
-    return {key: (key_of(key, want), [(code, key_of(key, wrong)) for code, wrong in wrongs])
-            for key, (want, wrongs) in quiz_truth().items()}
+    """The digests of the keys the visible check asks."""
+    return _digests(COUNT_KEYS + SHARE_KEYS)
+
+
+@instructor_only
+def hidden_quiz_keys() -> dict:
+    """The digests of the key only the graded check asks."""
+    return _digests(HIDDEN_SHARE_KEYS)
+
+
+def _check_share(key: str, value, want, wrongs) -> None:
+    if matches(value, want, SHARE_REL_TOL):
+        return
+    for code, wrong in wrongs:
+        if matches(value, wrong, SHARE_REL_TOL):
+            verb = "写成了" if code == "quiz-share-percent" else "不是"
+            raise CheckError(code, f"{key} {verb} {value!r}。")
+    raise CheckError("wrong", f"{key} 不是 {value!r}：回到 §6 的公式再算一遍。")
 
 
 @check("quiz_ffn_share")
-def check_quiz_ffn_share(candidate, extended: bool = False, seed: int = 0) -> None:
-    """One set of answers, nothing random: ``seed`` changes nothing; ``extended`` also requires
-    the counts to be exact integers."""
+def check_quiz_ffn_share(candidate, extended: bool = False, seed: int = 0) -> tuple[str, ...]:
+    """One set of answers, nothing random: ``seed`` changes nothing; ``extended`` also judges the key the
+    visible check only requires to be a number (ffn_flops_share)."""
     del seed
-    answers = quiz_answers(candidate, "quiz_ffn_share", QUIZ_KEYS)
-    got = {key: quiz_number(answers, key) for key in QUIZ_KEYS}
-    keys = quiz_keys()
+    answers = quiz_answers(candidate, "quiz_ffn_share", COUNT_KEYS + SHARE_KEYS + HIDDEN_SHARE_KEYS)
+    for key in HIDDEN_SHARE_KEYS:
+        quiz_number(answers, key)
+    share_keys = SHARE_KEYS + (HIDDEN_SHARE_KEYS if extended else ())
+    keys = {**quiz_keys(), **(hidden_quiz_keys() if extended else {})}
     for key in COUNT_KEYS:
+        value = quiz_number(answers, key)
         want, wrongs = keys[key]
-        if matches(got[key], want):
-            if extended and not isinstance(answers[key], int):
-                raise CheckError("wrong-type", f"{key} 是参数个数，应写成整数（int），实际是 {answers[key]!r}。")
+        if matches(value, want):
             continue
         for code, wrong in wrongs:
-            if matches(got[key], wrong):
+            if matches(value, wrong):
                 raise CheckError(code, f"{key} 不是 {answers[key]!r}。")
-        raise CheckError("wrong", f"{key} 不是 {answers[key]!r}：回到上面的参数公式再数一遍。")
-    want, wrongs = keys["ffn_share"]
-    share = got["ffn_share"]
-    if matches(share, want, SHARE_REL_TOL):
-        return
-    for code, wrong in wrongs:
-        if matches(share, wrong, SHARE_REL_TOL):
-            raise CheckError(code, f"ffn_share 写成了 {share!r}。" if code == "quiz-share-percent"
-                             else f"ffn_share 不是 {share!r}。")
-    raise CheckError("wrong", f"ffn_share 不是 {share!r}：占比 = FFN 参数 / (注意力参数 + FFN 参数)。")
+        raise CheckError("wrong", f"{key} 不是 {answers[key]!r}：回到 §6、§7 的参数公式再数一遍。")
+    for key in share_keys:
+        _check_share(key, quiz_number(answers, key), *keys[key])
+    return () if extended else HIDDEN_SHARE_KEYS

@@ -4,7 +4,8 @@
 Every misconception is diagnosed by what it would output on the same input, as the float64 oracles
 here and in math64.py compute it: the other layout, the opposite rotation, a cos/sin table expanded
 the other layout's way, the right pairs written back in the wrong order, exponent −i/d, positions
-from 1, … The quiz compares through digests of its answers (utils/checks/oracle.py).
+from 1, … The quiz compares through digests of its answers (utils/checks/oracle.py); its question 6
+(the angle after a KV cache) only the hidden test grades, from instructor-only digests.
 """
 from __future__ import annotations
 
@@ -140,19 +141,19 @@ def _check_rope(candidate, extended: bool, seed: int, layout: str) -> None:
 
 
 def _check_relative(candidate, seed: int) -> None:
-    """The property RoPE exists for: q_m · k_n after rotation depends only on n − m."""
+    """The property RoPE exists for: q_m · k_n after rotation depends only on Δ = m − n."""
     T, d = 12, 8
     angles = math64.rope_angles(T, d, 10000.0).float()                      # (T, d/2)
     q = randn(1, d, seed=seed + 70).repeat(T, 1)                            # (T, d): the same q at every position
     k = randn(1, d, seed=seed + 71).repeat(T, 1)                            # (T, d): the same k at every position
     q_rot = require_tensor(call(candidate, q, angles), "旋转后的 q")      # (T, d)
     k_rot = require_tensor(call(candidate, k, angles), "旋转后的 k")
-    scores = (q_rot @ k_rot.T).double()                                     # (T, T)
-    for offset in range(-T + 1, T):
-        diagonal = scores.diagonal(offset)
+    scores = (q_rot @ k_rot.T).double()                                     # (T, T): scores[m, n]
+    for gap in range(-T + 1, T):
+        diagonal = scores.diagonal(-gap)                                    # every (m, n) with m − n = gap
         if (diagonal - diagonal[0]).abs().max() > 1e-4 * (1 + diagonal.abs().max()):
-            raise CheckError("rope-not-a-rotation", f"同一对 q、k 放在相距 {offset} 的不同位置上，"
-                                                    "旋转后的分数 q_m·k_n 不相同：分数应只取决于 n − m。")
+            raise CheckError("rope-not-a-rotation", f"同一对 q、k 放在相对距离 Δ = m − n = {gap} 的不同位置上，"
+                                                    "旋转后的分数 q_m·k_n 不相同：分数应只取决于 Δ。")
 
 
 @check("apply_rope")
@@ -167,27 +168,52 @@ def check_apply_rope_interleaved(candidate, extended: bool = False, seed: int = 
 
 # --- quiz_rope ------------------------------------------------------------------------------
 
-# The setting of the quiz: head_dim = 64, base = 10000; training length 4096, extended to 16384.
+# The setting of the quiz: head_dim = 64, base = 10000; training length 4096, extended to 16384;
+# 200 positions cached, 4 new tokens (question 6, graded by the hidden test only).
 QUIZ = {"head_dim": 64, "base": 10000.0, "m": 5, "i_angle": 8, "i_period": 16,
-        "L_train": 4096, "L_new": 16384, "m_new": 10000}
-QUIZ_KEYS = ("n_pairs", "angle", "period", "pi_position", "rotate_v")
+        "L_train": 4096, "L_new": 16384, "m_new": 10000, "P_cached": 200, "n_new": 4}
+VISIBLE_KEYS = ("n_pairs", "angle", "period", "pi_position", "rotate_v")
+HIDDEN_KEYS = ("cached_angle",)
+QUIZ_KEYS = VISIBLE_KEYS + HIDDEN_KEYS
 QUIZ_TOLERANCE = 2e-3
+
+
+def _theta(i: int) -> float:
+    return QUIZ["base"] ** (-2 * i / QUIZ["head_dim"])
 
 
 @instructor_only
 def quiz_truth() -> dict[str, object]:
-    d, base = QUIZ["head_dim"], QUIZ["base"]
-    theta = base ** (-2 * QUIZ["i_period"] / d)
-    return {"n_pairs": d // 2,
-            "angle": QUIZ["m"] * base ** (-2 * QUIZ["i_angle"] / d),
-            "period": 2 * math.pi / theta,
+    last_new = QUIZ["P_cached"] + QUIZ["n_new"] - 1                         # the new tokens sit at P … P + n − 1
+    return {"n_pairs": QUIZ["head_dim"] // 2,
+            "angle": QUIZ["m"] * _theta(QUIZ["i_angle"]),
+            "period": 2 * math.pi / _theta(QUIZ["i_period"]),
             "pi_position": QUIZ["m_new"] * QUIZ["L_train"] / QUIZ["L_new"],
-            "rotate_v": False}
+            "rotate_v": False,
+            "cached_angle": last_new * _theta(QUIZ["i_angle"])}
+
+
+def _number_keys(truth: dict, wrong: dict) -> dict:
+    """Salted digests of each key's truth ("want") and of its known wrong numbers, as (code, key) pairs."""
+    return {key: {"want": answer_key(truth[key], QUIZ_TOLERANCE),
+                  "wrong": [(code, answer_key(value, QUIZ_TOLERANCE)) for code, value in values]}
+            for key, values in wrong.items()}
+
+
+@instructor_only
+def hidden_quiz_keys() -> dict:
+    """The digests of question 6, which only the hidden test grades (never stored in the class edition)."""
+    d, base, theta = QUIZ["head_dim"], QUIZ["base"], _theta(QUIZ["i_angle"])
+    last_new = QUIZ["P_cached"] + QUIZ["n_new"] - 1
+    return _number_keys(quiz_truth(), {"cached_angle": [
+        ("quiz-rope-cache-offset", (QUIZ["n_new"] - 1) * theta),
+        ("rope-positions-from-one", (last_new + 1) * theta),
+        ("rope-exponent-i-over-d", last_new * base ** (-QUIZ["i_angle"] / d))]})
 
 
 @oracle
 def quiz_keys() -> dict:
-    """Digests of the quiz's truths ("want" per key) and of the known wrong numbers, as (code, key) pairs."""
+    """The digests of the visibly checked questions: truths and known wrong numbers (_number_keys), rotate_v."""
     truth, d, base = quiz_truth(), QUIZ["head_dim"], QUIZ["base"]
     wrong = {
         "n_pairs": [("quiz-rope-pairs", d)],
@@ -199,22 +225,10 @@ def quiz_keys() -> dict:
                    ("rope-exponent-i-over-d", 2 * math.pi * base ** (QUIZ["i_period"] / d))],
         "pi_position": [("quiz-rope-interpolation-inverted", QUIZ["m_new"] * QUIZ["L_new"] / QUIZ["L_train"])],
     }
-    keys = {key: {"want": answer_key(truth[key], QUIZ_TOLERANCE),
-                  "wrong": [(code, answer_key(value, QUIZ_TOLERANCE)) for code, value in values]}
-            for key, values in wrong.items()}
-    return keys | {"rotate_v": answer_key(truth["rotate_v"])}
+    return _number_keys(truth, wrong) | {"rotate_v": answer_key(truth["rotate_v"])}
 
 
-@check("quiz_rope")
-def check_quiz_rope(candidate, extended: bool = False, seed: int = 0) -> None:
-    """One set of answers, nothing random: ``extended`` and ``seed`` change nothing."""
-    del extended, seed
-    answers = quiz_answers(candidate, "quiz_rope", QUIZ_KEYS)
-    keys = quiz_keys()
-    if not isinstance(answers["rotate_v"], bool):
-        raise CheckError("wrong-type", f"rotate_v 的答案应是 True 或 False，实际是 {answers['rotate_v']!r}。")
-    if not matches(answers["rotate_v"], keys.pop("rotate_v")):
-        raise CheckError("rope-on-values", f"rotate_v 的答案不是 {answers['rotate_v']}。")
+def _judge_numbers(answers: dict, keys: dict) -> None:
     for key, key_of in keys.items():
         value = quiz_number(answers, key)
         if matches(value, key_of["want"], QUIZ_TOLERANCE):
@@ -223,3 +237,23 @@ def check_quiz_rope(candidate, extended: bool = False, seed: int = 0) -> None:
             if matches(value, wrong, QUIZ_TOLERANCE):
                 raise CheckError(code, f"{key} 的答案不是 {answers[key]!r}。")
         raise CheckError("wrong", f"{key} 的答案不是 {answers[key]!r}：回到对应的那一小节再算一遍。")
+
+
+@check("quiz_rope")
+def check_quiz_rope(candidate, extended: bool = False, seed: int = 0) -> tuple[str, ...]:
+    """One set of answers, nothing random (``seed`` changes nothing). The visible check grades questions
+    1–5 and only requires question 6 (cached_angle) to be a number; ``extended`` grades it too."""
+    del seed
+    answers = quiz_answers(candidate, "quiz_rope", QUIZ_KEYS)
+    keys = quiz_keys()
+    if not isinstance(answers["rotate_v"], bool):
+        raise CheckError("wrong-type", f"rotate_v 的答案应是 True 或 False，实际是 {answers['rotate_v']!r}。")
+    if not matches(answers["rotate_v"], keys.pop("rotate_v")):
+        raise CheckError("rope-on-values", f"rotate_v 的答案不是 {answers['rotate_v']}。")
+    _judge_numbers(answers, keys)
+    for key in HIDDEN_KEYS:
+        quiz_number(answers, key)                                           # visible: a number, not judged
+    if not extended:
+        return HIDDEN_KEYS
+    _judge_numbers(answers, hidden_quiz_keys())
+    return ()

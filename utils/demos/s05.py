@@ -7,7 +7,7 @@ The notebook computes every tensor and number it shows; these helpers only draw 
 """
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 
 import matplotlib.pyplot as plt
 import numpy as np
@@ -174,21 +174,21 @@ def plot_role_scores(scores: Mapping[str, torch.Tensor], role_names: Sequence[st
 # --- 4. memory of the [B, H, T, T] weights ------------------------------------------------------------
 
 @demo_figure
-def plot_weight_memory(Ts: Sequence[int], configs: Sequence[tuple[int, int, str]],
-                       nbytes: Callable[[int, int, int], int],
+def plot_weight_memory(Ts: Sequence[int], sizes: Mapping[str, Sequence[int]],
                        references: Sequence[tuple[float, str]] = ()):
-    """Bytes of the [B, H, T, T] float32 weight tensor vs T (log–log) for several (B, H)."""
+    """Bytes of the [B, H, T, T] float32 weight tensor vs T (log–log): ``sizes`` maps a curve's label
+    to its sizes, one per T."""
     Ts = list(Ts)
     fig, ax = plt.subplots(figsize=(7.6, 4.8))
-    for (B, H, label), color in zip(configs, HEAD_COLORS):
-        ax.plot(Ts, [nbytes(B, H, T) for T in Ts], "o-", ms=3.5, color=color, label=label)
+    for (label, row), color in zip(sizes.items(), HEAD_COLORS):
+        ax.plot(Ts, list(row), "o-", ms=3.5, color=color, label=label)
     for value, label in references:
         ax.axhline(value, color="grey", lw=0.8, ls=":")
         ax.text(Ts[0], value * 1.15, label, fontsize=8, color="dimgray")
     # slope triangle: T x2 -> bytes x4 on the first curve
-    B, H, _ = configs[0]
-    T0 = Ts[len(Ts) // 2]
-    y0 = nbytes(B, H, T0)
+    first = list(next(iter(sizes.values())))
+    i0 = len(Ts) // 2
+    T0, y0 = Ts[i0], first[i0]
     ax.plot([T0, 2 * T0, 2 * T0], [y0, y0, 4 * y0], color="black", lw=1.2)
     ax.text(1.42 * T0, y0 * 0.55, "T ×2", ha="center", fontsize=9)
     ax.text(2.1 * T0, 2 * y0, "字节 ×4\n斜率 = 2", va="center", fontsize=9)
@@ -198,7 +198,7 @@ def plot_weight_memory(Ts: Sequence[int], configs: Sequence[tuple[int, int, str]
     ax.set_xticks(ticks, [str(T) for T in ticks])
     units = [(2 ** (10 * k + j), f"{2 ** j} {unit}") for k, unit in enumerate(["B", "KiB", "MiB", "GiB", "TiB"])
              for j in (0, 5)]
-    lo, hi = nbytes(configs[0][0], configs[0][1], Ts[0]), max(nbytes(B, H, Ts[-1]) for B, H, _ in configs)
+    lo, hi = first[0], max(max(row) for row in sizes.values())
     shown = [(v, s) for v, s in units if lo / 2 <= v <= hi * 2]
     ax.set_yticks([v for v, _ in shown], [s for _, s in shown])
     ax.set_xlabel("序列长度 T（对数轴）")

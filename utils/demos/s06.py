@@ -63,8 +63,8 @@ def peak_memory(fn: Callable[[], object]) -> int:
 def count_flops(fn: Callable[[], object]) -> dict[str, int]:
     """FLOPs per operator of ``fn()``, as torch.profiler(with_flops=True) counts them from the shapes.
 
-    The profiler counts matrix multiplications (2 FLOPs per multiply-add); element-wise ops and
-    softmax are not counted.
+    The profiler counts matrix multiplications (2 FLOPs per multiply-add) and the element-wise
+    aten::mul and aten::add (1 FLOP per element); division, exp, comparisons and softmax are not counted.
     """
     with _quiet_stderr(), profile(activities=[ProfilerActivity.CPU], with_flops=True) as prof:
         fn()

@@ -139,7 +139,7 @@ def _size_axes(ax, contexts, curves: Mapping[str, Sequence[float]], batch: int, 
     ax.set_xticks(ticks, [f"{c // 1024}K" for c in ticks])
     ax.set_xlabel("上下文长度（token，对数轴）")
     ax.set_ylabel("KV Cache / GiB（对数轴）")
-    ax.set_title(f"batch = {batch}", fontsize=10)
+    ax.set_title(f"批次 B = {batch}", fontsize=10)
     ax.grid(True, which="both", alpha=0.3)
     ax.legend(fontsize=8, loc="lower right")
 
@@ -167,6 +167,6 @@ def draw_explorer(n_head: int, n_kv_head: int, context: int, batch: int, context
     chosen = cache_bytes(n_kv_head, context, batch)
     _size_axes(axes[1], list(contexts), curves, batch, references,
                marker=(context, chosen, f"{n_kv_head} 组 K/V，{context:,} token：{chosen / GIB:.2f} GiB"))
-    axes[1].set_title(f"{model} 的形状，batch = {batch}", fontsize=10)
+    axes[1].set_title(f"{model} 的形状，批次 B = {batch}", fontsize=10)
     fig.tight_layout()
     return fig

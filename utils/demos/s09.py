@@ -1,6 +1,7 @@
 """Figures of section 09_rope: rotated 2-D pairs at two pairs of positions, the rotation of one
 pair with the angle table (the widget), which dimensions form a pair in the two layouts, score
-tables and scores vs relative distance, and the angles that long-context methods produce.
+tables and scores vs relative distance Δ = m − n, and the angles and scores that long-context
+methods produce.
 
 The notebook computes every tensor and number it shows; these helpers only draw them.
 """
@@ -143,7 +144,7 @@ def plot_score_tables(tables: Mapping[str, torch.Tensor], suptitle: str = ""):
 @demo_figure
 def plot_curves(panels: Sequence[Mapping], suptitle: str = ""):
     """Line plots side by side. Each panel: {"title", "x", "curves": {label: y}, "xlabel", "ylabel",
-    optional "logx", "logy", "hlines": [(y, label)]}."""
+    optional "styles": {label: matplotlib kwargs}, "logx", "logy", "hlines": [(y, label)], "vlines": [(x, label)]}."""
     fig, axes = plt.subplots(1, len(panels), figsize=(5.6 * len(panels), 4.2), squeeze=False)
     for ax, p in zip(axes[0], panels):
         x = _np(p["x"])
@@ -153,6 +154,9 @@ def plot_curves(panels: Sequence[Mapping], suptitle: str = ""):
         for y, label in p.get("hlines", []):
             ax.axhline(y, color="#555555", ls="--", lw=1)
             ax.text(x[0], y, f" {label}", va="bottom", fontsize=8, color="#555555")
+        for x_line, label in p.get("vlines", []):
+            ax.axvline(x_line, color="#555555", ls=":", lw=1)
+            ax.text(x_line, ax.get_ylim()[0], f" {label}", va="bottom", fontsize=8, color="#555555")
         if p.get("logx"):
             ax.set_xscale("log")
         if p.get("logy"):

@@ -88,16 +88,22 @@ def copy_heads_into(looped, fused):
 def quiz_head_width():
     """第六章 self-test 3: n_embed = 64, n_head = 8.
 
-    Return a dict with two ints: "head_width" (the width D of each head) and
-    "concat_width" (the width after the heads' outputs are concatenated).
+    Return a dict with three ints: "head_width" (the width Dh of each head), "concat_width" (the
+    width after the heads' outputs are concatenated) and "qkv_params" (the parameters of all the
+    heads' query, key and value projections, which have no bias).
     """
-    return {"head_width": 64 // 8,        # D = C / H
-            "concat_width": 8 * (64 // 8)}  # H heads side by side: H · D = C
+    # return {"head_width": ..., "concat_width": ..., "qkv_params": ...}
+    return {"head_width": 64 // 8,             # Dh = C / H
+            "concat_width": 8 * (64 // 8),     # H heads side by side: H · Dh = C
+            "qkv_params": 8 * 3 * 64 * (64 // 8)}  # H heads × 3 projections × C·Dh = 3·C²
 
 
 def quiz_attention_memory():
-    """第六章 self-test 4: the (B, H, T, T) tensor with B doubled and T doubled.
+    """第六章 self-test 4: the (B, H, T, T) tensor with B doubled and T doubled ("ratio"), and with
+    H doubled and T halved ("ratio_heads").
 
-    Return a dict with one int: "ratio", how many times the original memory it takes.
+    Return a dict with two numbers: how many times the original memory each change takes.
     """
-    return {"ratio": 2 * 2 * 2}  # B once (×2), T twice (×2²)
+    # return {"ratio": ..., "ratio_heads": ...}
+    return {"ratio": 2 * 2 * 2,               # B once (×2), T twice (×2²)
+            "ratio_heads": 2 * (1 / 2) ** 2}  # H once (×2), T twice (×(1/2)²)

@@ -22,11 +22,15 @@ def attention_weights_bytes(B, H, T, dtype=torch.float32):
 
 
 def quiz_complexity():
-    """The numeric self-test: a dict of numbers (theory, not measurements)."""
+    """The numeric self-test: a dict of numbers (theory, not measurements).
+
+    Keys: "flops_ratio", "bf16_bytes", "slope_flops", "slope_naive_memory", "slope_tiled_memory".
+    """
+    # return {"flops_ratio": ..., "bf16_bytes": ..., "slope_flops": ...,
+    #         "slope_naive_memory": ..., "slope_tiled_memory": ...}
     return {
-        "double_B_and_T": 8,                       # size ∝ B·T²: 2 × 2² = 8
-        "double_T": 4,                             # FLOPs ∝ T²: 2² = 4
-        "fp16_bytes": 8 * 32 * 4096 * 4096 * 2,    # B·H·T²·2 bytes = 8 GiB
+        "flops_ratio": 3 ** 2 / 2,                 # FLOPs ∝ T²·Dh: ×3² for T, ×1/2 for Dh
+        "bf16_bytes": 2 * 12 * 3072 * 3072 * 2,    # B·H·T²·2 bytes
         "slope_flops": 2,                          # ∝ T²
         "slope_naive_memory": 2,                   # [B, H, T, T] ∝ T²
         "slope_tiled_memory": 1,                   # [B, H, T, 64] + 2·[B, H, T, 1] ∝ T
@@ -36,20 +40,24 @@ def quiz_complexity():
 def tiled_attention(q, k, v, block_size=64, causal=True):
     """FlashAttention's forward pass: softmax(q kᵀ / √D) v computed one key block at a time.
 
-    q: (..., Tq, D), k: (..., Tk, D), v: (..., Tk, Dv) -> out (..., Tq, Dv). causal=True is
-    self-attention (Tq = Tk). Keeps a running max m, a running sum l and an un-normalised
-    accumulator acc per query; never builds a [Tq, Tk] matrix.
+    q: (..., Tq, D), k: (..., Tk, D), v: (..., Tk, Dv) -> out (..., Tq, Dv), in q's dtype.
+    causal=True is self-attention: Tq must equal Tk (else ValueError). Keeps a running max m,
+    a running sum l and an un-normalised accumulator acc per query, all in float32 whatever
+    the input dtype; never builds a [Tq, Tk] matrix.
     """
     Tq, Tk = q.size(-2), k.size(-2)
+    if causal and Tq != Tk:
+        raise ValueError(f"causal=True 是自注意力，需要 Tq == Tk，实际 Tq = {Tq}、Tk = {Tk}")
     scale = 1 / math.sqrt(q.size(-1))
-    m = q.new_full((*q.shape[:-1], 1), float("-inf"))          # (..., Tq, 1)  running max
-    l = q.new_zeros((*q.shape[:-1], 1))                        # (..., Tq, 1)  running sum
-    acc = q.new_zeros((*q.shape[:-1], v.size(-1)))             # (..., Tq, Dv) un-normalised output
+    q32 = q.float()                                            # (..., Tq, D)   float32 all through
+    m = q32.new_full((*q.shape[:-1], 1), float("-inf"))        # (..., Tq, 1)   running max
+    l = q32.new_zeros((*q.shape[:-1], 1))                      # (..., Tq, 1)   running sum
+    acc = q32.new_zeros((*q.shape[:-1], v.size(-1)))           # (..., Tq, Dv)  un-normalised output
     rows = torch.arange(Tq, device=q.device)[:, None]          # (Tq, 1)  query positions
     for start in range(0, Tk, block_size):
-        k_blk = k[..., start:start + block_size, :]            # (..., b, D), the last block may be shorter
-        v_blk = v[..., start:start + block_size, :]            # (..., b, Dv)
-        s = q @ k_blk.transpose(-2, -1) * scale                # (..., Tq, b)  this block's scores only
+        k_blk = k[..., start:start + block_size, :].float()    # (..., b, D), the last block may be shorter
+        v_blk = v[..., start:start + block_size, :].float()    # (..., b, Dv)
+        s = q32 @ k_blk.transpose(-2, -1) * scale              # (..., Tq, b)  this block's scores only
         if causal:
             cols = start + torch.arange(k_blk.size(-2), device=q.device)   # (b,)  global key positions
             s = s.masked_fill(cols > rows, float("-inf"))      # (Tq, b) mask: key s visible iff s <= t
@@ -59,4 +67,4 @@ def tiled_attention(q, k, v, block_size=64, causal=True):
         l = alpha * l + p.sum(dim=-1, keepdim=True)            # (..., Tq, 1)
         acc = alpha * acc + p @ v_blk                          # (..., Tq, Dv)
         m = m_new
-    return acc / l                                             # (..., Tq, Dv)
+    return (acc / l).to(q.dtype)                               # (..., Tq, Dv)

@@ -84,10 +84,18 @@ def kv_cache_bytes(n_layer, n_kv_head, head_dim, seq_len, batch_size=1, bytes_pe
 
 
 def quiz_kv_cache():
-    """Numeric answers of self-test questions 1–3 (GiB = 2**30 bytes)."""
+    """Numeric answers of self-test questions 1–4 (GiB = 2**30 bytes): a dict of four numbers,
+
+    "gemma_7b_gib":    question 1 (Gemma-7B, 8192 tokens, batch 1, bfloat16), in GiB
+    "batch16_gib":     question 2 (the same with batch 16), in GiB
+    "qwen2_shrink":    question 3 (Qwen2-1.5B), how many times smaller than MHA's cache
+    "mistral_32k_gib": question 4 (Mistral-7B v0.1, 32768 tokens, batch 8, bfloat16), in GiB
+    """
     gib = 2 ** 30
+    kept = min(32768, 4096)                                         # the sliding window caps what is cached
     return {
-        "llama2_7b_gib": 2 * 32 * 32 * 128 * 4096 * 1 * 2 / gib,    # K and V × layers × KV heads × Dh × S × B × 2 bytes
-        "batch32_gib": 2 * 32 * 32 * 128 * 4096 * 32 * 2 / gib,
-        "gqa_shrink": 64 / 8,                                      # MHA cache ÷ GQA cache = H / Hkv
+        "gemma_7b_gib": 2 * 28 * 16 * 256 * 8192 * 1 * 2 / gib,     # K and V × layers × KV heads × head_dim × S × B × 2 bytes
+        "batch16_gib": 2 * 28 * 16 * 256 * 8192 * 16 * 2 / gib,
+        "qwen2_shrink": 12 / 2,                                     # MHA cache ÷ GQA cache = H / Hkv
+        "mistral_32k_gib": 2 * 32 * 8 * 128 * kept * 8 * 2 / gib,
     }

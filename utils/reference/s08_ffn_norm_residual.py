@@ -12,23 +12,29 @@ from .s05_multi_head_attention import CausalSelfAttention  # section 05's fused 
 
 
 class RMSNorm(nn.Module):
-    """Root-mean-square normalisation over the last dim: x / sqrt(mean(x²) + eps) * weight."""
+    """Root-mean-square normalisation over the last dim: x / sqrt(mean(x²) + eps) * weight.
+
+    The normalisation is computed in float32 and cast back to x's dtype before the multiplication
+    by weight (as Hugging Face's LlamaRMSNorm does): a float16 module returns float16 and does not
+    overflow where x² exceeds float16's range.
+    """
 
     def __init__(self, dim, eps=1e-6):
         super().__init__()
         self.eps = eps
-        self.weight = nn.Parameter(torch.ones(dim))                  # (D,)  learnable gain g
+        self.weight = nn.Parameter(torch.ones(dim))                  # (C,)  learnable gain g
 
     def forward(self, x):
-        ms = x.pow(2).mean(dim=-1, keepdim=True)                      # (..., 1)  mean square of each token
-        return x / torch.sqrt(ms + self.eps) * self.weight            # (..., D)
+        h = x.float()                                                 # (..., C)  float32: x² of float16 overflows
+        ms = h.pow(2).mean(dim=-1, keepdim=True)                      # (..., 1)  mean square of each token
+        return (h / torch.sqrt(ms + self.eps)).to(x.dtype) * self.weight   # (..., C)  back to x's dtype
 
 
 def layer_norm(x, weight, bias, eps=1e-5):
     """LayerNorm over the last dim, by hand: (x - mean) / sqrt(var + eps) * weight + bias."""
     mean = x.mean(dim=-1, keepdim=True)                              # (..., 1)
-    var = (x - mean).pow(2).mean(dim=-1, keepdim=True)               # (..., 1)  biased: divide by D
-    return (x - mean) / torch.sqrt(var + eps) * weight + bias        # (..., D)
+    var = (x - mean).pow(2).mean(dim=-1, keepdim=True)               # (..., 1)  biased: divide by C
+    return (x - mean) / torch.sqrt(var + eps) * weight + bias        # (..., C)
 
 
 class FeedForward(nn.Module):
@@ -57,17 +63,28 @@ class SwiGLU(nn.Module):
     def forward(self, x):
         gate = F.silu(self.w_gate(x))                                 # (B, T, hidden)  how much to let through
         up = self.w_up(x)                                             # (B, T, hidden)  what to let through
-        return self.w_down(gate * up)                                 # (B, T, D)
+        return self.w_down(gate * up)                                 # (B, T, C)
 
 
 def quiz_ffn_share():
-    """Parameter counts of one Llama-2-7B layer and one Mixtral-8x7B MoE layer (weight matrices only)."""
-    D, hidden, moe_hidden, n_expert, top_k = 4096, 11008, 14336, 8, 2
-    attn = 4 * D * D                                                  # W_Q, W_K, W_V, W_O
-    ffn = 3 * D * hidden                                              # W_g, W_u, W_d
-    expert = 3 * D * moe_hidden
+    """One Llama-2-13B layer and one Mixtral-8x22B MoE layer, weight matrices only.
+
+    Return a dict:
+    "attn_params":     parameters of the attention (int)
+    "ffn_params":      parameters of the SwiGLU (int)
+    "ffn_share":       the FFN's share of the layer's parameters (attention + FFN), between 0 and 1
+    "moe_total_ffn":   FFN parameters of one Mixtral-8x22B MoE layer, all experts (int)
+    "moe_active_ffn":  FFN parameters one token uses in that layer (int)
+    "ffn_flops_share": the FFN's share of the Llama-2-13B layer's forward FLOPs per token at T = 4096
+    """
+    C, hidden, T = 5120, 13824, 4096
+    attn = 4 * C * C                                                  # W_Q, W_K, W_V, W_O
+    ffn = 3 * C * hidden                                              # W_g, W_u, W_d
+    expert = 3 * 6144 * 16384                                         # one Mixtral-8x22B expert
+    flops_attn, flops_ffn = 2 * attn + 4 * T * C, 2 * ffn             # §6: 2P, plus QKᵀ and AV
     return {"attn_params": attn, "ffn_params": ffn, "ffn_share": ffn / (attn + ffn),
-            "moe_total_ffn": n_expert * expert, "moe_active_ffn": top_k * expert}
+            "moe_total_ffn": 8 * expert, "moe_active_ffn": 2 * expert,
+            "ffn_flops_share": flops_ffn / (flops_attn + flops_ffn)}
 
 
 class Block(nn.Module):
