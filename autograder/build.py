@@ -94,12 +94,13 @@ _DISPLAY_MATH = re.compile(r"^\$\$.*?\$\$[ \t]*$", re.M | re.S)
 
 
 def prose_text(cell_source: str) -> str:
-    """A Markdown cell as running prose: fenced code, display math, table rows, inline code and bold marks
-    left out."""
+    """A Markdown cell as running prose: fenced code, display math, table rows and bold marks left out.
+
+    Inline code stays, without its backticks: it is a word of the sentence ("例如 `x.shape`，…"), and
+    dropping it would leave the sentence with a hole ("例如 ，…")."""
     text = _DISPLAY_MATH.sub("", _FENCE.sub("", cell_source))
     lines = [line.rstrip() for line in text.splitlines() if not line.lstrip().startswith("|")]
-    text = re.sub(r"`[^`\n]*`", "", "\n".join(lines))               # inline code
-    text = re.sub(r"（\s*）|\(\s*\)", "", text).replace("**", "")    # brackets the code left empty; bold marks
+    text = re.sub(r"`([^`\n]*)`", r"\1", "\n".join(lines)).replace("**", "")   # inline code as text; bold marks
     return re.sub(r"\n{3,}", "\n\n", re.sub(r"[ \t]{2,}", " ", text)).strip()
 
 

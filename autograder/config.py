@@ -39,7 +39,7 @@ def configure(c, course_root: str | None = None) -> None:
     # kernel on its own in bwrap.
     c.ResilientExecute.fork_kernels = True
     # Each sandbox (a kernel and all it starts) has no network and these limits (autograder/sandbox.py):
-    # address space per process (grading section 10 peaks at 1.8 GB) and processes plus threads
+    # address space per process (grading section 11 peaks at 1.8 GB) and processes plus threads
     # (an idle kernel has about 15; a fork bomb stops there).
     c.ResilientExecute.memory_mb = 6144
     c.ResilientExecute.max_processes = 256

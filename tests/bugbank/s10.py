@@ -7,13 +7,50 @@ from . import right, s07, wrong
 _PREALLOCATED = next(v.source for v in s07.VARIANTS if v.id == "KVCache-preallocated")
 
 # --- DecoderLM ---------------------------------------------------------------------------------
-# In the notebook DecoderBlock is given (an export cell) and RMSNorm / rope_angles come from earlier
-# sections; the bank's loader runs one cell's source alone, so each variant imports them.
+# In the notebook the solution cell defines the RoPE attention and the block beside DecoderLM, and takes
+# Block / RMSNorm / rope_angles … from earlier sections; the bank's loader runs one cell's source alone,
+# so each variant imports them.
 
 _LM = '''
-from utils.reference import RMSNorm  # section 08
-from utils.reference import rope_angles  # section 09
-from utils.reference.s10_decoder_only_model import DecoderBlock
+from utils.reference import KVCache, repeat_kv  # section 07
+from utils.reference import Block, RMSNorm, SwiGLU  # section 08
+from utils.reference import apply_rope, rope_angles  # section 09
+
+
+class _RoPEAttention(nn.Module):
+    def __init__(self, n_embed, n_head, n_kv_head):
+        super().__init__()
+        self.n_head, self.n_kv_head, self.head_dim = n_head, n_kv_head, n_embed // n_head
+        self.q_proj = nn.Linear(n_embed, n_head * self.head_dim, bias=False)
+        self.k_proj = nn.Linear(n_embed, n_kv_head * self.head_dim, bias=False)
+        self.v_proj = nn.Linear(n_embed, n_kv_head * self.head_dim, bias=False)
+        self.o_proj = nn.Linear(n_head * self.head_dim, n_embed, bias=False)
+
+    def forward(self, x, angles, cache=None):
+        B, T, _ = x.shape
+        q = self.q_proj(x).view(B, T, self.n_head, self.head_dim).transpose(1, 2)
+        k = self.k_proj(x).view(B, T, self.n_kv_head, self.head_dim).transpose(1, 2)
+        v = self.v_proj(x).view(B, T, self.n_kv_head, self.head_dim).transpose(1, 2)
+        {rope}
+        if cache is not None:
+            {update}
+        S = k.size(2)
+        n_rep = self.n_head // self.n_kv_head
+        k, v = repeat_kv(k, n_rep), repeat_kv(v, n_rep)
+        scores = q @ k.transpose(-2, -1) / math.sqrt(self.head_dim)
+        mask = {mask}
+        y = F.softmax(scores.masked_fill(~mask, float("-inf")), dim=-1) @ v
+        return self.o_proj(y.transpose(1, 2).reshape(B, T, -1))
+
+
+class _DecoderBlock(Block):
+    def __init__(self, config):
+        super().__init__(config.n_embed, config.n_head, config.context_length, config.ffn_hidden)
+        self.attn = _RoPEAttention(config.n_embed, config.n_head, config.n_kv_head)
+        {block_init}
+
+    def forward(self, x, angles, cache=None):
+        {block_forward}
 
 
 class DecoderLM(nn.Module):
@@ -40,16 +77,75 @@ class DecoderLM(nn.Module):
             {loss}
         return logits, loss
 '''
-_BLOCKS = "nn.ModuleList([DecoderBlock(config) for _ in range(config.n_layer)])"
+_BLOCKS = "nn.ModuleList([_DecoderBlock(config) for _ in range(config.n_layer)])"
 _TIE = """if config.tie_embeddings:
             self.lm_head.weight = self.tok_emb.weight"""
 _ANGLES = "rope_angles(start + T, cfg.n_embed // cfg.n_head, cfg.rope_base)[start:]"
+_BLOCK_FORWARD = """x = x + self.attn(self.norm1(x), angles, cache)
+        return x + self.ffn(self.norm2(x))"""
+_MASK = "torch.ones(T, S, dtype=torch.bool).tril(diagonal=S - T)"
 
 
 def lm(blocks=_BLOCKS, norm="self.norm = RMSNorm(config.n_embed)", tie=_TIE, angles=_ANGLES,
        cache="None if caches is None else caches[i]", logits="self.lm_head(self.norm(x))",
-       loss="loss = F.cross_entropy(logits.reshape(B * T, -1), targets.reshape(B * T))") -> str:
-    return _LM.format(blocks=blocks, norm=norm, tie=tie, angles=angles, cache=cache, logits=logits, loss=loss)
+       loss="loss = F.cross_entropy(logits.reshape(B * T, -1), targets.reshape(B * T))",
+       rope="q, k = apply_rope(q, angles), apply_rope(k, angles)", update="k, v = cache.update(k, v)",
+       mask=_MASK, block_init="pass", block_forward=_BLOCK_FORWARD, prelude="") -> str:
+    return prelude + _LM.format(blocks=blocks, norm=norm, tie=tie, angles=angles, cache=cache, logits=logits,
+                                loss=loss, rope=rope, update=update, mask=mask, block_init=block_init,
+                                block_forward=block_forward)
+
+
+# The RoPE attention as a subclass of section 07's GroupedQueryAttention (its projections and mask
+# buffer), attending with F.scaled_dot_product_attention
+_GQA_SUBCLASS = '''
+from utils.reference import Block, GroupedQueryAttention, RMSNorm  # sections 07, 08
+from utils.reference import apply_rope, rope_angles  # section 09
+
+
+class _RoPEAttention(GroupedQueryAttention):
+    def __init__(self, n_embed, n_head, n_kv_head, context_length=64):
+        super().__init__(n_embed, n_head, n_kv_head, context_length)
+
+    def forward(self, x, angles, cache=None):
+        B, T, C = x.shape
+        split = lambda t, n: t.view(B, T, n, self.head_dim).transpose(1, 2)
+        q = apply_rope(split(self.q_proj(x), self.n_head), angles)
+        k = apply_rope(split(self.k_proj(x), self.n_kv_head), angles)
+        v = split(self.v_proj(x), self.n_kv_head)
+        if cache is not None:
+            k, v = cache.update(k, v)
+        S = k.size(2)
+        y = F.scaled_dot_product_attention(q, k, v, attn_mask=self.tril[S - T:S, :S], enable_gqa=True)
+        return self.o_proj(y.transpose(1, 2).reshape(B, T, C))'''
+
+
+_BLOCK_MARK = "\n\n\nclass _DecoderBlock"  # where lm()'s attention class ends
+# A learner's own RMSNorm inside the blocks, subtracting the mean (LayerNorm without a bias)
+_CENTRED_NORM = '''
+class _CentredNorm(nn.Module):
+    def __init__(self, dim, eps=1e-6):
+        super().__init__()
+        self.eps, self.weight = eps, nn.Parameter(torch.ones(dim))
+
+    def forward(self, x):
+        x = x - x.mean(-1, keepdim=True)
+        return self.weight * x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + self.eps)
+
+'''
+# SwiGLU with SiLU on the up branch instead of the gate
+_SWAPPED_SWIGLU = '''
+class _SwappedSwiGLU(nn.Module):
+    def __init__(self, dim, hidden):
+        super().__init__()
+        self.w_gate = nn.Linear(dim, hidden, bias=False)
+        self.w_up = nn.Linear(dim, hidden, bias=False)
+        self.w_down = nn.Linear(hidden, dim, bias=False)
+
+    def forward(self, x):
+        return self.w_down(self.w_gate(x) * F.silu(self.w_up(x)))
+
+'''
 
 
 # --- count_parameters --------------------------------------------------------------------------
@@ -102,29 +198,25 @@ def gen(pick=_PICK, feed=_FEED) -> str:
     return _GENERATE.format(pick=pick, feed=feed)
 
 
-# --- the quizzes -------------------------------------------------------------------------------
+# --- top_p_filter ------------------------------------------------------------------------------
 
-_READ = '''
-def quiz_read_config():
-    return {{"llama3_8b_params": {a}, "llama3_8b_kv_bytes_per_token": {b}, "mixtral_total_params": {c},
-            "mixtral_active_params": {d}, "mixtral_flops_per_token": {e}}}
+_TOP_P = '''
+def top_p_filter(logits, top_p):
+    if top_p >= 1.0:
+        return logits.clone()
+    probs, order = torch.sort(F.softmax(logits, dim=-1), dim=-1, descending=True)
+    before = probs.cumsum(dim=-1) - probs
+    keep = torch.zeros_like(before, dtype=torch.bool).scatter(-1, order, before < top_p)
+    return {result}
 '''
 
 
-def read(a="8_030_261_248", b="2 * 32 * 8 * 128 * 2", c="46_702_792_704", d="12_879_925_248",
-         e="2 * 12_879_925_248") -> str:
-    return _READ.format(a=a, b=b, c=c, d=d, e=e)
-
-
-_MYTHS = '''
-def quiz_misconceptions():
-    return {{"weights_explain": {a}, "heads_learned": {b}, "flash_is_sparse": {c}, "rope_window_enough": {d},
-            "training_parallel": {e}}}
-'''
-
-
-def myths(a="False", b="True", c="False", d="False", e="True") -> str:
-    return _MYTHS.format(a=a, b=b, c=c, d=d, e=e)
+def top_p(result="logits.masked_fill(~keep, float(\"-inf\"))", **replace) -> str:
+    source = _TOP_P.format(result=result)
+    for old, new in replace.items():
+        assert old in source, old
+        source = source.replace(old, new)
+    return source
 
 
 VARIANTS = [
@@ -139,10 +231,13 @@ VARIANTS = [
         logits="F.linear(self.norm(x), self.tok_emb.weight if cfg.tie_embeddings else self.lm_head.weight)",
         loss="""logp = F.log_softmax(logits, dim=-1)
             loss = -logp.gather(-1, targets.unsqueeze(-1)).mean()""")),
+    right("DecoderLM", "sdpa-attention", lm(
+        mask="torch.arange(S)[None, :] <= torch.arange(S - T, S)[:, None]")),
+    right("DecoderLM", "gqa-subclass-sdpa", _GQA_SUBCLASS + _BLOCK_MARK + lm().split(_BLOCK_MARK, 1)[1]),
     wrong("DecoderLM", "no-final-norm-applied", "model-no-final-norm", lm(logits="self.lm_head(x)")),
     wrong("DecoderLM", "no-final-norm-module", "model-no-final-norm", lm(norm="pass", logits="self.lm_head(x)")),
     wrong("DecoderLM", "blocks-repeated", "blocks-shared", lm(
-        blocks="nn.ModuleList([DecoderBlock(config)] * config.n_layer)")),
+        blocks="nn.ModuleList([_DecoderBlock(config)] * config.n_layer)")),
     wrong("DecoderLM", "not-tied", "tie-missing", lm(tie="pass")),
     wrong("DecoderLM", "tied-through-data", "tie-missing", lm(tie="""if config.tie_embeddings:
             self.lm_head.weight.data = self.tok_emb.weight.data""")),
@@ -154,6 +249,29 @@ VARIANTS = [
     wrong("DecoderLM", "first-cache-everywhere", "cache-one-for-all-layers", lm(
         cache="None if caches is None else caches[0]")),
     wrong("DecoderLM", "caches-not-passed", "cache-unused", lm(cache="None")),
+    # the parts, localised: each is named by the first component whose input is right and output wrong
+    wrong("DecoderLM", "rope-on-values", "rope-on-values", lm(
+        rope="q, k, v = apply_rope(q, angles), apply_rope(k, angles), apply_rope(v, angles)")),
+    wrong("DecoderLM", "no-rope", "lm-rope-missing", lm(rope="pass")),
+    wrong("DecoderLM", "rope-interleaved", "rope-interleaved-layout", lm(
+        prelude="from utils.reference import apply_rope_interleaved  # section 09\n",
+        rope="q, k = apply_rope_interleaved(q, angles), apply_rope_interleaved(k, angles)")),
+    wrong("DecoderLM", "no-causal-mask", "not-causal", lm(mask="torch.ones(T, S, dtype=torch.bool)")),
+    wrong("DecoderLM", "mask-not-offset", "cache-mask-offset", lm(mask="torch.ones(T, S, dtype=torch.bool).tril()")),
+    wrong("DecoderLM", "cache-output-unused", "cache-unused", lm(update="cache.update(k, v)")),
+    wrong("DecoderLM", "centred-norm-inside", "lm-rmsnorm-wrong", lm(
+        prelude=_CENTRED_NORM, block_init="self.norm2 = _CentredNorm(config.n_embed)")),
+    wrong("DecoderLM", "swiglu-swapped-inside", "lm-swiglu-wrong", lm(
+        prelude=_SWAPPED_SWIGLU, block_init="self.ffn = _SwappedSwiGLU(config.n_embed, config.ffn_hidden)")),
+    wrong("DecoderLM", "no-ffn-residual", "lm-residual-missing", lm(
+        block_forward="""x = x + self.attn(self.norm1(x), angles, cache)
+        return self.ffn(self.norm2(x))""")),
+    wrong("DecoderLM", "no-attention-residual", "lm-residual-missing", lm(
+        block_forward="""x = self.attn(self.norm1(x), angles, cache)
+        return x + self.ffn(self.norm2(x))""")),
+    wrong("DecoderLM", "residual-from-normed", "lm-block-wiring", lm(block_forward="""h = self.norm1(x)
+        x = h + self.attn(h, angles, cache)
+        return x + self.ffn(self.norm2(x))""")),
     wrong("DecoderLM", "summed-loss", "loss-not-mean", lm(
         loss="loss = F.cross_entropy(logits.reshape(B * T, -1), targets.reshape(B * T), reduction='sum')")),
     wrong("DecoderLM", "shifted-again", "loss-shifted-twice", lm(
@@ -270,37 +388,73 @@ VARIANTS = [
     wrong("generate", "temperature-multiplied", "generate-temperature-multiplied", gen(pick=_PICK.replace(
         "last = last / temperature", "last = last * temperature"))),
     wrong("generate", "global-random", "ignores-generator", gen(pick=_PICK.replace(", generator=generator)", ")"))),
-    # --- quiz_read_config ---
-    right("quiz_read_config", "exact", read()),
-    right("quiz_read_config", "published-rounded", read(a="8.03e9", b="131072", c="46.7e9", d="12.9e9", e="25.8e9")),
-    right("quiz_read_config", "flops-without-embedding", read(e="2 * (12_879_925_248 - 32000 * 4096)")),
-    wrong("quiz_read_config", "tied-assumed", "quiz-config-tied-assumed", read(a="8_030_261_248 - 128256 * 4096")),
-    wrong("quiz_read_config", "kv-as-q-params", "quiz-config-kv-as-q", read(a="8_835_567_616")),
-    wrong("quiz_read_config", "kv-as-q-bytes", "quiz-config-kv-as-q", read(b="2 * 32 * 32 * 128 * 2")),
-    wrong("quiz_read_config", "kv-no-factor-2", "quiz-kv-no-factor-2", read(b="32 * 8 * 128 * 2")),
-    wrong("quiz_read_config", "kv-in-kib", "quiz-config-units", read(b="128")),
-    wrong("quiz_read_config", "eight-times-seven", "quiz-moe-name-is-size", read(c="56e9")),
-    wrong("quiz_read_config", "one-expert-total", "quiz-moe-experts-missing", read(c="7_242_780_672")),
-    wrong("quiz_read_config", "total-is-active", "quiz-moe-total-is-active", read(c="12_879_925_248")),
-    wrong("quiz_read_config", "active-all", "quiz-moe-active-all", read(d="46_702_792_704")),
-    wrong("quiz_read_config", "flops-total", "quiz-flops-total-params", read(e="2 * 46_702_792_704")),
-    wrong("quiz_read_config", "flops-no-2", "quiz-flops-no-factor-2", read(e="12_879_925_248")),
-    wrong("quiz_read_config", "flops-training", "quiz-flops-training", read(e="6 * 12_879_925_248")),
-    wrong("quiz_read_config", "missing-key", "quiz-missing-key", '''
-        def quiz_read_config():
-            return {"llama3_8b_params": 8.03e9}
+    # --- top_p_filter ---
+    right("top_p_filter", "reference", top_p()),
+    right("top_p_filter", "row-loop", '''
+        def top_p_filter(logits, top_p):
+            rows = logits.reshape(-1, logits.size(-1))
+            out = torch.full_like(rows, float("-inf"))
+            for r, row in enumerate(rows):
+                probs = torch.softmax(row.double(), dim=0)
+                total = 0.0
+                for v in torch.argsort(probs, descending=True).tolist():
+                    out[r, v] = row[v]
+                    total += probs[v].item()
+                    if total >= top_p and top_p < 1.0:
+                        break
+            return out.reshape(logits.shape)
     '''),
-    # --- quiz_misconceptions ---
-    right("quiz_misconceptions", "literal", myths()),
-    right("quiz_misconceptions", "zipped", '''
-        def quiz_misconceptions():
-            keys = ["weights_explain", "heads_learned", "flash_is_sparse", "rope_window_enough", "training_parallel"]
-            return dict(zip(keys, [False, True, False, False, True]))
+    right("top_p_filter", "ascending-tail-scatter", '''
+        def top_p_filter(logits, top_p):
+            # transformers' TopPLogitsWarper: remove the least probable tokens whose total stays within 1 - top_p
+            sorted_logits, order = torch.sort(logits, dim=-1, descending=False)
+            tail = sorted_logits.softmax(dim=-1).cumsum(dim=-1) <= 1 - top_p
+            tail[..., -1] = False
+            remove = tail.scatter(-1, order, tail)
+            return logits.masked_fill(remove, -float("inf"))
     '''),
-    wrong("quiz_misconceptions", "weights-explain", "quiz-myth-weights-explain", myths(a="True")),
-    wrong("quiz_misconceptions", "heads-designed", "quiz-myth-heads-designed", myths(b="False")),
-    wrong("quiz_misconceptions", "flash-sparse", "quiz-myth-flash-sparse", myths(c="True")),
-    wrong("quiz_misconceptions", "rope-window", "quiz-myth-rope-window", myths(d="True")),
-    wrong("quiz_misconceptions", "training-sequential", "quiz-myth-training-sequential", myths(e="False")),
-    wrong("quiz_misconceptions", "strings", "wrong-type", myths(a='"False"')),
+    right("top_p_filter", "probability-threshold", '''
+        def top_p_filter(logits, top_p):
+            probs = logits.softmax(-1)
+            ranked = probs.sort(-1, descending=True).values
+            n_keep = ((ranked.cumsum(-1) - ranked) < top_p).sum(-1, keepdim=True)
+            if top_p >= 1:
+                n_keep = torch.full_like(n_keep, logits.size(-1))
+            threshold = ranked.gather(-1, n_keep - 1)
+            return torch.where(probs >= threshold, logits, torch.full_like(logits, float("-inf")))
+    '''),
+    wrong("top_p_filter", "drops-crossing", "top-p-drops-crossing", top_p(
+        **{"before < top_p": "probs.cumsum(dim=-1) < top_p"})),
+    wrong("top_p_filter", "ascending", "top-p-ascending", top_p(**{"descending=True": "descending=False"})),
+    wrong("top_p_filter", "cumsum-of-logits", "top-p-not-probabilities", top_p(
+        **{"F.softmax(logits, dim=-1)": "logits"})),
+    wrong("top_p_filter", "cumsum-of-exp", "top-p-not-probabilities", top_p(
+        **{"F.softmax(logits, dim=-1)": "logits.exp()"})),
+    wrong("top_p_filter", "whole-batch", "top-p-whole-batch", '''
+        def top_p_filter(logits, top_p):
+            if top_p >= 1.0:
+                return logits.clone()
+            flat = logits.reshape(-1)
+            probs, order = torch.sort(F.softmax(flat, dim=-1), descending=True)
+            keep = torch.zeros_like(flat, dtype=torch.bool)
+            keep[order] = probs.cumsum(0) - probs < top_p
+            return logits.masked_fill(~keep.reshape(logits.shape), float("-inf"))
+    '''),
+    wrong("top_p_filter", "mask-not-unsorted", "top-p-mask-order", top_p(
+        **{"torch.zeros_like(before, dtype=torch.bool).scatter(-1, order, before < top_p)": "before < top_p"})),
+    wrong("top_p_filter", "one-not-guarded", "top-p-one-drops", top_p(
+        **{"    if top_p >= 1.0:\n        return logits.clone()\n": ""})),
+    wrong("top_p_filter", "returns-probabilities", "top-p-returns-probs", top_p(
+        result="F.softmax(logits, dim=-1).masked_fill(~keep, 0.0)")),
+    wrong("top_p_filter", "fills-zero", "top-p-fill-not-neg-inf", top_p(result="logits.masked_fill(~keep, 0.0)")),
+    wrong("top_p_filter", "in-place", "modified-input", top_p(result="logits.masked_fill_(~keep, float(\"-inf\"))")),
+    wrong("top_p_filter", "rows-are-dim-0", "top-p-leading-dims", '''
+        def top_p_filter(logits, top_p):
+            out = logits.clone()
+            for r in range(logits.size(0)):
+                probs, order = torch.sort(F.softmax(logits[r], dim=0), descending=True)
+                drop = order[(probs.cumsum(0) - probs >= top_p) & (top_p < 1.0)]
+                out[r, drop] = float("-inf")
+            return out
+    '''),
 ]

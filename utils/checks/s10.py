@@ -3,20 +3,21 @@
 DecoderLM is loaded with check-made weights by the contract's names and compared with a float64
 oracle of the model on those weights; fed chunk by chunk, its blocks get scripted caches that hand
 back the oracle's keys and values and keep what each block put in. generate runs on a table-driven
-stand-in model. The quizzes compare through digests of their answers (utils/checks/oracle.py).
+stand-in model.
 """
 from __future__ import annotations
 
-from types import SimpleNamespace
+import contextlib
 
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
 from . import math64
-from .common import fixed_weights, load_weights, quiz_number, require_linear, require_swiglu_layout
-from .core import CheckError, call, call_pure, check, close, expect, quiz_answers, randn
-from .oracle import answer_key, instructor_only, matches, oracle
+from .codes import CODES
+from .common import fixed_weights, load_weights, require_linear, require_swiglu_layout
+from .core import CheckError, call, call_pure, check, close, expect, randn, require_tensor
+from .oracle import instructor_only, oracle
 
 EPS = 1e-6  # RMSNorm's default eps (section 08), the one the given DecoderBlock uses
 
@@ -27,7 +28,7 @@ def _config(**fields):
     return ModelConfig(**fields)
 
 
-def _sizes(V, S, C, H, Hkv, L, F, base=10000.0, tie=True) -> dict:
+def model_sizes(V, S, C, H, Hkv, L, F, base=10000.0, tie=True) -> dict:
     return dict(vocab_size=V, context_length=S, n_embed=C, n_head=H, n_kv_head=Hkv, n_layer=L, ffn_hidden=F,
                 rope_base=base, tie_embeddings=tie)
 
@@ -50,52 +51,93 @@ def lm_weights(cfg, seed: int) -> dict[str, torch.Tensor]:
 
 
 @oracle
+def attention64(w, cfg, p: str, h, angles, keys_at=None, rope=math64.rotate_half, rope_v=False, causal=True):
+    """Block p's attention in float64 on its normed input h (B, T, C) at the positions of angles (T, Dh/2):
+    its output (B, T, C), rotated keys and values (B, Hkv, T, Dh). keys_at(k, v) -> (keys, values, mask)
+    lets a chunk attend to other positions; rope / rope_v / causal: misconceptions."""
+    B, T, _ = h.shape
+    H, Hkv, Dh = cfg.n_head, cfg.n_kv_head, cfg.n_embed // cfg.n_head
+
+    def heads(name, n):                                                             # (B, n, T, Dh)
+        return (h @ w[p + name].double().T).view(B, T, n, Dh).transpose(1, 2)
+
+    q, k, v = heads("attn.q_proj.weight", H), heads("attn.k_proj.weight", Hkv), heads("attn.v_proj.weight", Hkv)
+    if rope is not None:
+        q, k = rope(q, angles), rope(k, angles)
+    if rope_v:
+        v = rope(v, angles)
+    ks, vs, mask = keys_at(k, v) if keys_at else (k, v, torch.ones(T, T, dtype=torch.bool).tril())
+    ks, vs = ks.repeat_interleave(H // Hkv, dim=1), vs.repeat_interleave(H // Hkv, dim=1)   # (B, H, S, Dh)
+    y = F.scaled_dot_product_attention(q, ks, vs, attn_mask=mask if causal else None)       # (B, H, T, Dh)
+    return y.transpose(1, 2).reshape(B, T, H * Dh) @ w[p + "attn.o_proj.weight"].double().T, k, v
+
+
+@oracle
+def swiglu64(w, p: str, h, swapped=False, act=F.silu):
+    """Block p's SwiGLU on h (B, T, C); swapped / act: misconceptions."""
+    gate, up = h @ w[p + "ffn.w_gate.weight"].double().T, h @ w[p + "ffn.w_up.weight"].double().T   # (B, T, F)
+    if swapped:
+        gate, up = up, gate
+    return (act(gate) * up) @ w[p + "ffn.w_down.weight"].double().T
+
+
+@oracle
+def norm_misconceptions(x, weight) -> list:
+    """What a wrong RMSNorm gives on x: (what it does, its output)."""
+    return [("减去了均值（那是 LayerNorm 的做法）", math64.rms_norm(x, weight, EPS, center=True)),
+            ("除以的是均方而不是均方根", math64.rms_norm(x, weight, EPS, sqrt=False)),
+            ("没有乘 weight", math64.rms_norm(x, torch.ones_like(weight), EPS))]
+
+
+@oracle
 def lm_forward(w, cfg, idx, final_norm=True, base=None) -> dict:
-    """DecoderLM's logits (B, T, V) in float64 from the weights w (by name) on the tokens idx (B, T), no
-    cache; and each block's rotated keys and its values (B, Hkv, T, Dh). final_norm / base: misconceptions."""
-    B, T = idx.shape
-    C, H, Hkv = cfg.n_embed, cfg.n_head, cfg.n_kv_head
-    Dh = C // H
-
-    def weight(name):
-        return w[name].double()
-
-    def heads(h, name, n):                                                          # (B, n, T, Dh)
-        return (h @ weight(name).T).view(B, T, n, Dh).transpose(1, 2)
-
-    angles = math64.rope_angles(T, Dh, cfg.rope_base if base is None else base)      # (T, Dh/2)
-    x, keys, values = weight("tok_emb.weight")[idx], [], []                         # (B, T, C)
-    mask = torch.ones(T, T, dtype=torch.bool).tril()                                # (T, T)
+    """DecoderLM in float64 from the weights w (by name) on the tokens idx (B, T), no cache: the logits
+    (B, T, V); each block's rotated keys and its values (B, Hkv, T, Dh); "trace": each part's input and
+    output by the contract's module names, with what its misconceptions would output on that input.
+    final_norm / base: misconceptions."""
+    T = idx.shape[1]
+    Dh = cfg.n_embed // cfg.n_head
+    angles = math64.rope_angles(T, Dh, cfg.rope_base if base is None else base)     # (T, Dh/2)
+    x, keys, values, trace = w["tok_emb.weight"].double()[idx], [], [], []          # (B, T, C)
     for i in range(cfg.n_layer):
         p = f"blocks.{i}."
-        h = math64.rms_norm(x, weight(p + "norm1.weight"), EPS)                     # (B, T, C)
-        q = math64.rotate_half(heads(h, p + "attn.q_proj.weight", H), angles)       # (B, H, T, Dh)
-        k = math64.rotate_half(heads(h, p + "attn.k_proj.weight", Hkv), angles)     # (B, Hkv, T, Dh)
-        v = heads(h, p + "attn.v_proj.weight", Hkv)                                 # (B, Hkv, T, Dh)
+        h = math64.rms_norm(x, w[p + "norm1.weight"].double(), EPS)                   # (B, T, C)
+        a, k, v = attention64(w, cfg, p, h, angles)
         keys.append(k)
         values.append(v)
-        k, v = k.repeat_interleave(H // Hkv, dim=1), v.repeat_interleave(H // Hkv, dim=1)   # (B, H, T, Dh)
-        y = F.scaled_dot_product_attention(q, k, v, attn_mask=mask)                 # (B, H, T, Dh)
-        x = x + y.transpose(1, 2).reshape(B, T, H * Dh) @ weight(p + "attn.o_proj.weight").T   # (B, T, C)
-        h = math64.rms_norm(x, weight(p + "norm2.weight"), EPS)
-        gate, up = h @ weight(p + "ffn.w_gate.weight").T, h @ weight(p + "ffn.w_up.weight").T  # (B, T, F)
-        x = x + (F.silu(gate) * up) @ weight(p + "ffn.w_down.weight").T             # (B, T, C)
-    if final_norm:
-        x = math64.rms_norm(x, weight("norm.weight"), EPS)
-    head = weight("tok_emb.weight" if cfg.tie_embeddings else "lm_head.weight")    # (V, C)
-    return {"logits": x @ head.T, "keys": keys, "values": values}                  # (B, T, V)
+        u = x + a
+        h2 = math64.rms_norm(u, w[p + "norm2.weight"].double(), EPS)
+        f = swiglu64(w, p, h2)
+        trace += [(p + "norm1", x, h, norm_misconceptions(x, w[p + "norm1.weight"].double())),
+                  (p + "attn", h, a, [
+                      ("rope-on-values", attention64(w, cfg, p, h, angles, rope_v=True)[0]),
+                      ("lm-rope-missing", attention64(w, cfg, p, h, angles, rope=None)[0]),
+                      ("rope-interleaved-layout", attention64(w, cfg, p, h, angles, rope=math64.rotate_interleaved)[0]),
+                      ("not-causal", attention64(w, cfg, p, h, angles, causal=False)[0])]),
+                  (p + "norm2", u, h2, norm_misconceptions(u, w[p + "norm2.weight"].double())),
+                  (p + "ffn", h2, f, [("门控分支和上投影分支用反了", swiglu64(w, p, h2, swapped=True)),
+                                      ("门控用了 GELU 而不是 SiLU", swiglu64(w, p, h2, act=F.gelu)),
+                                      ("门控用了 sigmoid 而不是 SiLU", swiglu64(w, p, h2, act=torch.sigmoid))])]
+        x = u + f                                                                   # (B, T, C)
+    normed = math64.rms_norm(x, w["norm.weight"].double(), EPS)
+    trace.append(("norm", x, normed, norm_misconceptions(x, w["norm.weight"].double())))
+    head = w["tok_emb.weight" if cfg.tie_embeddings else "lm_head.weight"].double()  # (V, C)
+    logits = (normed if final_norm else x) @ head.T                                # (B, T, V)
+    return {"logits": logits, "keys": keys, "values": values, "trace": trace}
 
 
 @oracle
 def lm_outputs(w, cfg, idx, targets) -> dict:
-    """The logits ("want") and the loss of the full forward, and the misconceptions' logits and losses."""
+    """The logits ("want") and the loss of the full forward, the misconceptions' logits and losses, and
+    the forward's trace (lm_forward)."""
     B, T = idx.shape
-    logits = lm_forward(w, cfg, idx)["logits"]                                      # (B, T, V)
+    out = lm_forward(w, cfg, idx)
+    logits = out["logits"]                                                          # (B, T, V)
     loss = F.cross_entropy(logits.reshape(B * T, -1), targets.reshape(B * T))
     base_ignored = lm_forward(w, cfg, idx, base=10000.0)["logits"] if cfg.rope_base != 10000 else None
     return {"want": logits, "wrong": [("model-no-final-norm", lm_forward(w, cfg, idx, final_norm=False)["logits"]),
                                       ("rope-base-ignored", base_ignored)],
-            "loss": loss, "wrong_loss": [
+            "trace": out["trace"], "loss": loss, "wrong_loss": [
                 ("loss-not-mean", loss * B * T),
                 ("loss-shifted-twice", F.cross_entropy(logits[:, :-1].reshape(-1, cfg.vocab_size),
                                                        targets[:, 1:].reshape(-1)))]}
@@ -103,12 +145,37 @@ def lm_outputs(w, cfg, idx, targets) -> dict:
 
 @oracle
 def lm_cache_script(w, cfg, idx, chunks) -> dict:
-    """idx fed chunk by chunk: the full forward's logits ("want"), each block's rotated keys and values of
-    every position, and the first block's keys of each chunk rotated as if it started at position 0."""
+    """idx fed chunk by chunk: the full forward's logits ("want") and trace, each block's rotated keys and
+    values of every position, the first block's keys of each chunk rotated as if it started at position 0,
+    and the trace with each attention's cache misconceptions (chunk by chunk, on the right inputs)."""
     out = lm_forward(w, cfg, idx)
+    Dh = cfg.n_embed // cfg.n_head
     starts = [sum(chunks[:j]) for j in range(len(chunks))]
     not_offset = [lm_forward(w, cfg, idx[:, s:s + n])["keys"][0] for s, n in zip(starts, chunks)]
-    return {"want": out["logits"], "keys": out["keys"], "values": out["values"],
+    angles = math64.rope_angles(idx.shape[1], Dh, cfg.rope_base)                   # (T, Dh/2)
+
+    def chunked(p, h, k, v, mask_of):
+        """Block p's attention output (B, T, C), chunk by chunk over the keys k, v of every position."""
+        def at(s, n):
+            return lambda _k, _v: (k[:, :, :s + n], v[:, :, :s + n], mask_of(s, n))
+        return torch.cat([attention64(w, cfg, p, h[:, s:s + n], angles[s:s + n], keys_at=at(s, n))[0]
+                          for s, n in zip(starts, chunks)], dim=1)
+
+    def not_offset_mask(s, n):                                                      # top-left aligned
+        return torch.ones(n, s + n, dtype=torch.bool).tril()
+
+    def chunk_only_mask(s, n):                                                      # the cached positions unseen
+        return torch.cat([torch.zeros(n, s, dtype=torch.bool), torch.ones(n, n, dtype=torch.bool).tril()], dim=1)
+
+    trace = []
+    for name, x_in, x_out, wrong in out["trace"]:
+        if name.endswith(".attn"):
+            i = int(name.split(".")[1])
+            k, v = out["keys"][i], out["values"][i]
+            wrong = [("cache-mask-offset", chunked(name[:-4], x_in, k, v, not_offset_mask)),
+                     ("cache-unused", chunked(name[:-4], x_in, k, v, chunk_only_mask))]
+        trace.append((name, x_in, x_out, wrong))
+    return {"want": out["logits"], "keys": out["keys"], "values": out["values"], "trace": trace,
             "keys-not-offset": torch.cat(not_offset, dim=2)}                        # (B, Hkv, T, Dh)
 
 
@@ -138,14 +205,14 @@ def param_counts(cfg) -> dict:
 # --- DecoderLM ---------------------------------------------------------------------------------
 
 # (config, B, T, chunks); T stays within the context length, the chunks cover T.
-LM_CASES = [(_sizes(11, 16, 16, 4, 2, 2, 24, base=100.0, tie=True), 2, 7, (3, 2, 1, 1)),
-            (_sizes(13, 12, 12, 3, 1, 1, 20, base=10000.0, tie=False), 1, 5, (2, 1, 2))]
+LM_CASES = [(model_sizes(11, 16, 16, 4, 2, 2, 24, base=100.0, tie=True), 2, 7, (3, 2, 1, 1)),
+            (model_sizes(13, 12, 12, 3, 1, 1, 20, base=10000.0, tie=False), 1, 5, (2, 1, 2))]
 
 
 @instructor_only
 def hidden_lm_cases():
-    return [(_sizes(9, 10, 8, 2, 2, 3, 16, base=500.0, tie=True), 3, 6, (1, 1, 1, 1, 1, 1)),
-            (_sizes(17, 20, 24, 6, 3, 2, 40, base=50.0, tie=False), 2, 9, (4, 1, 3, 1))]
+    return [(model_sizes(9, 10, 8, 2, 2, 3, 16, base=500.0, tie=True), 3, 6, (1, 1, 1, 1, 1, 1)),
+            (model_sizes(17, 20, 24, 6, 3, 2, 40, base=50.0, tie=False), 2, 9, (4, 1, 3, 1))]
 
 
 def _check_lm_layout(model, cfg) -> None:
@@ -158,7 +225,7 @@ def _check_lm_layout(model, cfg) -> None:
     blocks = getattr(model, "blocks", None)
     if not isinstance(blocks, nn.ModuleList) or len(blocks) != L:
         found = type(blocks).__name__ + (f"（{len(blocks)} 个）" if isinstance(blocks, nn.ModuleList) else "")
-        raise CheckError("model-layout", f"blocks 应为含 {L} 个 DecoderBlock 的 nn.ModuleList，实际是 {found}。")
+        raise CheckError("model-layout", f"blocks 应为含 {L} 个 Block 的 nn.ModuleList，实际是 {found}。")
     if len({id(b) for b in blocks}) < L:
         raise CheckError("blocks-shared", f"blocks 里的 {L} 个元素并不都是不同的模块对象。")
     for i, block in enumerate(blocks):
@@ -235,14 +302,16 @@ class _ScriptedCache:
             return None
 
 
-def _decode(model, idx, chunks, script: dict, what: str):
-    """idx chunk by chunk through fresh scripted caches: the logits, concatenated."""
+def _decode(model, idx, chunks, script: dict, what: str, seen: dict):
+    """idx chunk by chunk through fresh scripted caches: the logits, concatenated; every part's inputs
+    and outputs recorded in seen."""
     caches, outs, start = [_ScriptedCache(k, v) for k, v in zip(script["keys"], script["values"])], [], 0
     try:
-        for n in chunks:
-            logits, _ = _split(call(model, idx[:, start:start + n], caches=caches), what)
-            outs.append(logits)
-            start += n
+        with _recording_parts(model, seen):
+            for n in chunks:
+                logits, _ = _split(call(model, idx[:, start:start + n], caches=caches), what)
+                outs.append(logits)
+                start += n
     except CheckError:
         _check_cache_use(caches, what)
         raise
@@ -252,7 +321,7 @@ def _decode(model, idx, chunks, script: dict, what: str):
         raise CheckError("wrong", f"{what}：喂了 {start} 个位置之后，每层的缓存应各有 {start} 个位置，实际是 {got}。")
     if not all(isinstance(o, torch.Tensor) and o.dim() == 3 for o in outs):
         raise CheckError("wrong-type", f"{what}：logits 应是 [B, T, V] 的张量。")
-    _check_cache_contents(caches, script, what)
+    _check_cache_contents(caches, script, what, seen)
     return torch.cat(outs, dim=1)                                                   # (B, T, V)
 
 
@@ -265,15 +334,108 @@ def _check_cache_use(caches, what: str) -> None:
                                          "（forward 没有把 caches[i] 交给第 i 个 Block）。")
 
 
-def _check_cache_contents(caches, script: dict, what: str) -> None:
-    """Each block put in its cache the keys rotated at their own positions, and the values."""
+def _check_cache_contents(caches, script: dict, what: str, seen: dict) -> None:
+    """Each block put in its cache the keys rotated at their own positions, and the values (a later
+    block's wrong K/V may come from an earlier part: that part is named first)."""
     for i, cache in enumerate(caches):
         if close(cache.put(0), cache.keys, atol=1e-4) and close(cache.put(1), cache.values, atol=1e-4):
             continue
         if i == 0 and close(cache.put(0), script["keys-not-offset"], atol=1e-4):
             raise CheckError("decode-positions-not-offset", f"{what}：第 1 个 Block 放进缓存的 k 是从位置 0 起旋转的，"
                                                             "与下面这个误区算出的结果完全一致。")
+        _localise(seen, script["trace"], what)
         raise CheckError("wrong", f"{what}：第 {i + 1} 个 Block 放进缓存的 K/V 不对（应是这些位置旋转后的 k 和 v）。")
+
+
+_PART_CODES = {"norm1": "lm-rmsnorm-wrong", "norm2": "lm-rmsnorm-wrong", "norm": "lm-rmsnorm-wrong",
+               "attn": "lm-attention-wrong", "ffn": "lm-swiglu-wrong"}
+_PART_NAMES = {"norm1": "norm1（RMSNorm）", "norm2": "norm2（RMSNorm）", "attn": "attn（带 RoPE 的注意力）",
+               "ffn": "ffn（SwiGLU）", "norm": "最后的 norm（RMSNorm）"}
+
+
+def _part_label(name: str) -> str:
+    """blocks.1.attn -> 第 2 个 Block 的 attn（带 RoPE 的注意力）; norm -> 最后的 norm（RMSNorm）."""
+    *block, part = name.split(".")
+    return (f"第 {int(block[1]) + 1} 个 Block 的 " if block else "") + _PART_NAMES[part]
+
+
+@contextlib.contextmanager
+def _recording_parts(model, seen: dict):
+    """Forward hooks on every block's norm1 / attn / norm2 / ffn and the final norm: seen[name] collects
+    (input, output) of every call."""
+    def hook(name):
+        def record(_module, args, kwargs, output):
+            first = args[0] if args else next(iter(kwargs.values()), None)
+            seen.setdefault(name, []).append((first, output))
+        return record
+
+    modules = [(f"blocks.{i}.{part}", getattr(block, part)) for i, block in enumerate(model.blocks)
+               for part in ("norm1", "attn", "norm2", "ffn")] + [("norm", model.norm)]
+    handles = [m.register_forward_hook(hook(name), with_kwargs=True) for name, m in modules]
+    try:
+        yield seen
+    finally:
+        for handle in handles:
+            handle.remove()
+
+
+def _joined(calls, index: int):
+    """The inputs (0) or outputs (1) of a part's calls, joined along the positions; None if not tensors."""
+    try:
+        return torch.cat([call_[index] for call_ in calls], dim=1)
+    except (RuntimeError, TypeError, IndexError):
+        return None
+
+
+def _residual_missing(name: str, got, trace: dict) -> str | None:
+    """The branch whose output alone reached `name` instead of being added to the residual stream."""
+    *block, part = name.split(".")
+    i = int(block[1]) if block else len([n for n in trace if n.endswith(".ffn")])
+    branch = f"blocks.{i}.attn" if part == "norm2" else f"blocks.{i - 1}.ffn" if i > 0 else None
+    if branch and close(got, trace[branch][1], atol=1e-4):
+        return branch
+    return None
+
+
+def _localise(seen: dict, trace, what: str) -> None:
+    """Walk the parts in the order the forward runs them: name the first one whose input matches the
+    oracle's and whose output does not (or the residual connection feeding a wrong input)."""
+    by_name = {name: (x_in, x_out) for name, x_in, x_out, _ in trace}
+    for name, x_in, x_out, wrong in trace:
+        calls = seen.get(name)
+        if not calls:
+            return                                                                  # not called: cannot tell
+        got_in, got_out = _joined(calls, 0), _joined(calls, 1)
+        if not close(got_in, x_in, atol=1e-4):
+            if name == "blocks.0.norm1":
+                return
+            branch = _residual_missing(name, got_in, by_name)
+            label = _part_label(name)
+            if branch:
+                raise CheckError("lm-residual-missing", f"{what}：{label}收到的输入正好是{_part_label(branch)}"
+                                                        "的输出本身，没有加上残差。")
+            raise CheckError("lm-block-wiring", f"{what}：在它之前的部件输出都对，{label}收到的输入却不对"
+                                                "（应是残差流：上一步的 x 加上子层的输出）。")
+        if close(got_out, x_out, atol=1e-4):
+            continue
+        label = _part_label(name)
+        for mistake, output in wrong:
+            if close(got_out, output, atol=1e-4):
+                if mistake in CODES:
+                    raise CheckError(mistake, f"{what}：{label}的输入对，输出却与下面这个误区算出的一致。")
+                raise CheckError(_PART_CODES[name.split(".")[-1]], f"{what}：{label}的输入对，输出却不对："
+                                                                   f"与“{mistake}”算出的一致。")
+        raise CheckError(_PART_CODES[name.split(".")[-1]], f"{what}：{label}是第一个输入对、输出却不对的部件。")
+
+
+def _expect_localised(got, outs: dict, seen: dict, what: str, wrong=()) -> None:
+    """expect(got, outs["want"]); on a plain mismatch, the part of the model that is wrong."""
+    try:
+        expect(got, outs["want"], what, wrong, atol=1e-4)
+    except CheckError as err:
+        if err.code == "wrong":
+            _localise(seen, outs["trace"], what)
+        raise
 
 
 @check("DecoderLM")
@@ -288,43 +450,44 @@ def check_DecoderLM(candidate, extended: bool = False, seed: int = 0) -> None:
         label = (f"vocab={cfg.vocab_size}, n_embed={cfg.n_embed}, n_head={cfg.n_head}, n_kv_head={cfg.n_kv_head}, "
                  f"n_layer={cfg.n_layer}, rope_base={cfg.rope_base:g}, tie={cfg.tie_embeddings}, B={B}, T={T}")
         with torch.no_grad():
-            outs = lm_outputs(w, cfg, idx, targets)
-            logits, loss = _split(call_pure(model, idx), label)
-            expect(logits, outs["want"], f"{label} 时的 logits", outs["wrong"], atol=1e-4)
+            outs, seen = lm_outputs(w, cfg, idx, targets), {}
+            with _recording_parts(model, seen):
+                logits, loss = _split(call_pure(model, idx), label)
+            _expect_localised(logits, outs, seen, f"{label} 时的 logits", outs["wrong"])
             if loss is not None:
                 raise CheckError("wrong-type", f"{label}：没给 targets 时 loss 应为 None，实际是 {loss!r}。")
             _, loss = _split(call_pure(model, idx, targets=targets), label)
             expect(loss, outs["loss"], f"{label}，给了 targets 时的 loss", outs["wrong_loss"], atol=1e-4)
             # chunks through fresh caches == the full forward: RoPE positions start at the cached length
             what = f"{label}，按分块 {list(chunks)} 带缓存解码的 logits（应等于一次算完的 logits）"
-            script = lm_cache_script(w, cfg, idx, chunks)
-            expect(_decode(model, idx, chunks, script, what), script["want"], what, atol=1e-4)
+            script, seen = lm_cache_script(w, cfg, idx, chunks), {}
+            _expect_localised(_decode(model, idx, chunks, script, what, seen), script, seen, what)
             ones = (1,) * T
             idx2 = torch.randint(cfg.vocab_size, (B, T), generator=g)
             what = f"{label}，另一条序列、新建的缓存，逐个 token 解码的 logits（应等于一次算完的 logits）"
-            script = lm_cache_script(w, cfg, idx2, ones)
-            expect(_decode(model, idx2, ones, script, what), script["want"], what, atol=1e-4)
+            script, seen = lm_cache_script(w, cfg, idx2, ones), {}
+            _expect_localised(_decode(model, idx2, ones, script, what, seen), script, seen, what)
 
 
 # --- count_parameters --------------------------------------------------------------------------
 
-COUNT_CASES = [_sizes(50, 32, 32, 4, 2, 2, 64, tie=True), _sizes(97, 64, 48, 6, 6, 3, 130, tie=False),
-               _sizes(32000, 4096, 4096, 32, 32, 32, 11008, tie=False)]           # the last: Llama-2-7B
+COUNT_CASES = [model_sizes(50, 32, 32, 4, 2, 2, 64, tie=True), model_sizes(97, 64, 48, 6, 6, 3, 130, tie=False),
+               model_sizes(32000, 4096, 4096, 32, 32, 32, 11008, tie=False)]           # the last: Llama-2-7B
 
 
 @instructor_only
 def hidden_count_cases():
-    return [_sizes(128256, 131072, 2048, 32, 8, 16, 8192, base=500000.0, tie=True),   # Llama-3.2-1B
-            _sizes(32000, 32768, 4096, 32, 8, 32, 14336, tie=False),                   # Mistral-7B
-            _sizes(7, 8, 8, 2, 1, 1, 12, tie=True)]
+    return [model_sizes(128256, 131072, 2048, 32, 8, 16, 8192, base=500000.0, tie=True),   # Llama-3.2-1B
+            model_sizes(32000, 32768, 4096, 32, 8, 32, 14336, tie=False),                   # Mistral-7B
+            model_sizes(7, 8, 8, 2, 1, 1, 12, tie=True)]
 
 
 @check("count_parameters")
 def check_count_parameters(candidate, extended: bool = False, seed: int = 0) -> None:
     g = torch.Generator().manual_seed(seed)
     H, rep, Dh = (int(v) for v in torch.randint(1, 5, (3,), generator=g))
-    drawn = _sizes(int(torch.randint(5, 300, (1,), generator=g)), 64, H * 2 * Dh, H, max(1, H // rep), 1 + seed % 4,
-                   int(torch.randint(3, 200, (1,), generator=g)), tie=bool(seed % 2))
+    V, ffn = (int(torch.randint(low, high, (1,), generator=g)) for low, high in ((5, 300), (3, 200)))
+    drawn = model_sizes(V, 64, H * 2 * Dh, H, max(1, H // rep), 1 + seed % 4, ffn, tie=bool(seed % 2))
     for sizes in COUNT_CASES + (hidden_count_cases() if extended else []) + [drawn]:
         cfg = _config(**sizes)
         counts = param_counts(cfg)
@@ -354,7 +517,7 @@ class _TableLM(nn.Module):
     def __init__(self, table: torch.Tensor, n_layer: int = 2):
         super().__init__()
         S, V, _ = table.shape
-        self.config = _config(**_sizes(V, S, 4, 2, 1, n_layer, 4))
+        self.config = _config(**model_sizes(V, S, 4, 2, 1, n_layer, 4))
         self.blocks = nn.ModuleList(nn.Module() for _ in range(n_layer))
         self.tok_emb = nn.Embedding(V, 4)                                          # so that parameters() is not empty
         self.table = table                                                         # (S, V, V)
@@ -529,109 +692,140 @@ def check_generate(candidate, extended: bool = False, seed: int = 0) -> None:
         _check_sampling(candidate, extended, seed)
 
 
-# --- quiz_read_config --------------------------------------------------------------------------
+# --- top_p_filter ------------------------------------------------------------------------------
 
-LLAMA3_8B = SimpleNamespace(**_sizes(128256, 8192, 4096, 32, 8, 32, 14336, tie=False))
-MIXTRAL = SimpleNamespace(**_sizes(32000, 32768, 4096, 32, 8, 32, 14336, tie=False))
-N_EXPERT, TOP_K = 8, 2
-READ_KEYS = ("llama3_8b_params", "llama3_8b_kv_bytes_per_token", "mixtral_total_params", "mixtral_active_params",
-             "mixtral_flops_per_token")
-WRONG_TOLERANCE = 1e-2
-UNITS = (1e9, 2 ** 10, 2 ** 20, 1e6)                                               # an answer in billions, KiB, …
-
-
-def _read_tolerance(key: str) -> float:
-    return 0.03 if key.endswith("flops_per_token") else 2e-3
-
-
-@oracle
-def moe_param_count(cfg, experts: int) -> int:
-    """Parameters of a Mixtral-style model counting `experts` expert FFNs per block (and the router)."""
-    return param_count(cfg) + cfg.n_layer * ((experts - 1) * 3 * cfg.n_embed * cfg.ffn_hidden + cfg.n_embed * N_EXPERT)
+# Designed rows (probabilities before a per-row shift of the logits): peaked, flat, in between. With
+# top_p = 0.75 they keep 1, 5 and 3 tokens; every misconception keeps a different set.
+DESIGNED_PROBS = [[0.82, 0.06, 0.05, 0.04, 0.02, 0.01], [0.20, 0.19, 0.18, 0.16, 0.14, 0.13],
+                  [0.40, 0.25, 0.15, 0.10, 0.06, 0.04]]
+DESIGNED_SHIFTS = [1.5, -0.5, 3.0]
+# (leading shape, vocab, top_p, scale of the random logits); each cumulative sum stays clear of top_p
+TOP_P_CASES = [((5,), 11, 0.9, 2.0), ((4,), 9, 0.5, 1.0)]
+TOP_P_DIMS_CASES = [((), 10, 0.8, 2.0), ((2, 3), 7, 0.6, 1.5)]               # any leading dims
+BOUNDARY_GAP = 2e-3                                                            # no cumulative sum this near top_p
 
 
 @instructor_only
-def read_config_truth() -> dict[str, float]:
-    active = moe_param_count(MIXTRAL, TOP_K)
-    return {"llama3_8b_params": param_count(LLAMA3_8B), "llama3_8b_kv_bytes_per_token": 2 * 32 * 8 * 128 * 2,
-            "mixtral_total_params": moe_param_count(MIXTRAL, N_EXPERT), "mixtral_active_params": active,
-            "mixtral_flops_per_token": 2 * active}
+def hidden_top_p_cases():
+    return [((6,), 16, 0.95, 3.0), ((3,), 5, 0.3, 0.5), ((2, 2, 2), 13, 0.7, 2.0)]
+
+
+def _keep(scores, top_p: float, descending: bool = True, crossing: bool = True, unsorted: bool = True):
+    """Per row of scores (N, V): keep the tokens in the order of `descending` until their running sum
+    reaches top_p (with the crossing token when `crossing`); the mask in the tokens' own order when
+    `unsorted`, else the sorted positions' mask laid over the original order (a misconception)."""
+    ranked, order = scores.sort(dim=-1, descending=descending)                 # (N, V)
+    running = ranked.cumsum(dim=-1)
+    kept = running - ranked < top_p if crossing else running < top_p           # (N, V) in sorted order
+    return torch.zeros_like(kept).scatter(-1, order, kept) if unsorted else kept
 
 
 @oracle
-def read_config_keys() -> dict:
-    """Digests of the truths ("want" per key, within the key's tolerance) and of the known wrong numbers,
-    as (code, key) pairs within WRONG_TOLERANCE."""
-    truth = read_config_truth()
-    active, total = truth["mixtral_active_params"], truth["mixtral_total_params"]
-    one_expert = moe_param_count(MIXTRAL, 1)
-    kv = truth["llama3_8b_kv_bytes_per_token"]
-    wrong = {
-        "llama3_8b_params": [("quiz-config-tied-assumed", param_count(LLAMA3_8B, untied_once=True)),
-                             ("quiz-config-kv-as-q", param_count(LLAMA3_8B, kv_as_q=True)),
-                             ("quiz-swiglu-two-matrices", param_count(LLAMA3_8B, ffn_mats=2))],
-        "llama3_8b_kv_bytes_per_token": [("quiz-kv-no-factor-2", kv / 2), ("quiz-kv-fp32", kv * 2),
-                                         ("quiz-config-kv-as-q", kv * 4), ("kv-bytes-no-layers", kv / 32),
-                                         ("kv-bytes-bits", kv * 8)],
-        "mixtral_total_params": [("quiz-moe-name-is-size", 56e9), ("quiz-moe-name-is-size", 8 * 7.24e9),
-                                 ("quiz-moe-experts-missing", one_expert), ("quiz-moe-total-is-active", active)],
-        "mixtral_active_params": [("quiz-moe-active-all", total), ("quiz-moe-top1", one_expert)],
-        "mixtral_flops_per_token": [("quiz-flops-total-params", 2 * total), ("quiz-flops-no-factor-2", active),
-                                    ("quiz-flops-training", 6 * active)],
-    }
-    return {key: {"want": answer_key(truth[key], _read_tolerance(key)),
-                  "wrong": [(code, answer_key(value, WRONG_TOLERANCE)) for code, value in wrong[key]]}
-            for key in READ_KEYS}
+def nucleus(logits, top_p: float) -> dict:
+    """The nucleus of every row of logits (..., V), leniently: "must" (strictly more probable than the
+    crossing token), "may" (tied with it), "need" (how many of the ties a nucleus holds) and "n_keep"
+    (its size), both (...); the smallest gap between a running sum and top_p; each misconception's mask."""
+    shape, V = logits.shape, logits.size(-1)
+    z = logits.double().reshape(-1, V)                                         # (N, V)
+    p = F.softmax(z, dim=-1)
+    ranked = p.sort(dim=-1, descending=True).values
+    n_keep = (ranked.cumsum(-1) - ranked < top_p).sum(-1) if top_p < 1 else torch.full((z.size(0),), V)
+    boundary = ranked.gather(-1, (n_keep - 1)[:, None])                         # (N, 1) the crossing token's p
+    tied = torch.isclose(p, boundary, rtol=1e-9, atol=0.0)
+    must = (p > boundary) & ~tied
+    flat = F.softmax(z.reshape(1, -1), dim=-1)
+    wrong = [("top-p-drops-crossing", _keep(p, top_p, crossing=False)),
+             ("top-p-ascending", _keep(p, top_p, descending=False)),
+             ("top-p-not-probabilities", _keep(z, top_p)),
+             ("top-p-not-probabilities", _keep(z.exp(), top_p)),
+             ("top-p-whole-batch", _keep(flat, top_p).reshape(z.shape)),
+             ("top-p-mask-order", _keep(p, top_p, unsorted=False))]
+    gap = (ranked.cumsum(-1) - top_p).abs().min().item() if top_p < 1 else 1.0
+    lead = shape[:-1]
+    return {"must": must.reshape(shape), "may": tied.reshape(shape), "need": (n_keep - must.sum(-1)).reshape(lead),
+            "n_keep": n_keep.reshape(lead), "gap": gap, "wrong": [(c, m.reshape(shape)) for c, m in wrong]}
 
 
-@check("quiz_read_config")
-def check_quiz_read_config(candidate, extended: bool = False, seed: int = 0) -> None:
-    """One set of answers, nothing random: ``extended`` and ``seed`` change nothing."""
-    del extended, seed
-    answers = quiz_answers(candidate, "quiz_read_config", READ_KEYS)
-    keys = read_config_keys()
-    for key in READ_KEYS:
-        value, want, tolerance = quiz_number(answers, key), keys[key]["want"], _read_tolerance(key)
-        if matches(value, want, tolerance):
-            continue
-        for code, wrong in keys[key]["wrong"]:
-            if matches(value, wrong, WRONG_TOLERANCE):
-                raise CheckError(code, f"{key} = {value:,.6g} 不对。")
-        if any(matches(value * unit, want, tolerance) for unit in UNITS):
-            raise CheckError("quiz-config-units", f"{key} = {value:,.6g}：单位不对。")
-        raise CheckError("wrong", f"{key} = {value:,.6g} 不对：回到 §8 的清单和公式再算一遍。")
+def _designed_logits(seed: int) -> torch.Tensor:
+    """DESIGNED_PROBS as logits, shifted per row, each row's tokens in a drawn order: (3, 6)."""
+    g = torch.Generator().manual_seed(seed)
+    rows = [(torch.tensor(p).log() + s)[torch.randperm(len(p), generator=g)]
+            for p, s in zip(DESIGNED_PROBS, DESIGNED_SHIFTS)]
+    return torch.stack(rows)
 
 
-# --- quiz_misconceptions -----------------------------------------------------------------------
-
-MYTH_KEYS = ("weights_explain", "heads_learned", "flash_is_sparse", "rope_window_enough", "training_parallel")
-
-
-@instructor_only
-def myths_truth() -> dict[str, tuple[bool, str]]:
-    """Each statement's truth, and the code of the misconception the other answer shows."""
-    return {"weights_explain": (False, "quiz-myth-weights-explain"),
-            "heads_learned": (True, "quiz-myth-heads-designed"),
-            "flash_is_sparse": (False, "quiz-myth-flash-sparse"),
-            "rope_window_enough": (False, "quiz-myth-rope-window"),
-            "training_parallel": (True, "quiz-myth-training-sequential")}
+def _random_logits(lead, V: int, scale: float, top_p: float, seed: int) -> torch.Tensor:
+    """Logits (*lead, V) whose running sums all stay BOUNDARY_GAP away from top_p (drawn again until so)."""
+    for attempt in range(100):
+        logits = randn(*lead, V, seed=seed * 7919 + attempt, scale=scale)
+        if nucleus(logits, top_p)["gap"] > BOUNDARY_GAP:
+            return logits
+    raise AssertionError("no logits clear of the boundary")  # pragma: no cover (the seeds are fixed)
 
 
-@oracle
-def myths_keys() -> dict[str, tuple[list[str], str]]:
-    """Per statement: the digest of its truth and the code of a wrong answer."""
-    return {key: (answer_key(truth), code) for key, (truth, code) in myths_truth().items()}
+def _rows(mask: torch.Tensor) -> list[int]:
+    return mask.reshape(-1, mask.size(-1)).sum(-1).tolist()
 
 
-@check("quiz_misconceptions")
-def check_quiz_misconceptions(candidate, extended: bool = False, seed: int = 0) -> None:
-    """One set of answers, nothing random: ``extended`` and ``seed`` change nothing."""
-    del extended, seed
-    answers = quiz_answers(candidate, "quiz_misconceptions", MYTH_KEYS)
-    keys = myths_keys()
-    for key in MYTH_KEYS:
-        if not isinstance(answers[key], bool):
-            raise CheckError("wrong-type", f"{key} 的答案应是 True 或 False，实际是 {answers[key]!r}。")
-        truth, code = keys[key]
-        if not matches(answers[key], truth):
-            raise CheckError(code, f"{key} 的答案不是 {answers[key]}。")
+def _filtered(candidate, logits, top_p: float, what: str) -> torch.Tensor:
+    """The candidate's output, checked to be logits of the input's shape and dtype, each kept or -inf:
+    the mask of the kept tokens."""
+    out = require_tensor(call_pure(candidate, logits, top_p), what)
+    if out.shape != logits.shape:
+        raise CheckError("wrong-shape", f"{what}：输出形状应与输入相同 {tuple(logits.shape)}，"
+                                        f"实际是 {tuple(out.shape)}。")
+    if out.dtype != logits.dtype:
+        raise CheckError("wrong-type", f"{what}：输出的 dtype 应与输入相同（{logits.dtype}），实际是 {out.dtype}。")
+    kept = out != float("-inf")
+    if torch.equal(out[kept], logits[kept]):
+        return kept
+    if ((out == logits) | (out == 0)).all():
+        raise CheckError("top-p-fill-not-neg-inf", f"{what}：核之外的位置应为 -inf，实际填的是 0。")
+    if ((out[kept] >= 0) & (out[kept] <= 1)).all():
+        raise CheckError("top-p-returns-probs", f"{what}：留下的位置上应是原来的 logits，实际是 0 到 1 之间的概率。")
+    raise CheckError("wrong", f"{what}：留下的位置上应是原来的 logits（原样不动），其余为 -inf。")
+
+
+def _judge(kept: torch.Tensor, logits, top_p: float, what: str) -> None:
+    """kept (..., V) is a nucleus of every row (ties at the boundary either way), else the diagnosis."""
+    truth = nucleus(logits, top_p)
+    must, may, need = truth["must"], truth["may"], truth["need"]
+    if (kept >= must).all() and (kept <= must | may).all() and ((kept & may).sum(-1) >= need).all():
+        return
+    counts = f"每行留下 {_rows(kept)} 个 token，应为 {truth['n_keep'].reshape(-1).tolist()} 个"
+    if top_p >= 1:
+        raise CheckError("top-p-one-drops", f"{what}：{counts}（top_p = 1.0 全部保留）。")
+    for code, mask in truth["wrong"]:
+        if torch.equal(kept, mask):
+            raise CheckError(code, f"{what}：{counts}，留下的正是下面这个误区选出的那些。")
+    raise CheckError("wrong", f"{what}：{counts}，或留下的不是最可能的那几个"
+                              "（核：从最可能的开始累加概率，第一次达到 top_p 为止）。")
+
+
+def _top_p_case(candidate, logits, top_p: float, what: str) -> None:
+    _judge(_filtered(candidate, logits, top_p, what), logits, top_p, what)
+
+
+@check("top_p_filter")
+def check_top_p_filter(candidate, extended: bool = False, seed: int = 0) -> None:
+    _top_p_case(candidate, _designed_logits(seed), 0.75, "尖、平、居中三行 logits，top_p=0.75")
+    for i, (lead, V, top_p, scale) in enumerate(TOP_P_CASES):
+        logits = _random_logits(lead, V, scale, top_p, seed * 101 + i)
+        _top_p_case(candidate, logits, top_p, f"形状 {tuple(logits.shape)} 的随机 logits，top_p={top_p}")
+    ties = torch.tensor([[1.0, 1.0, 1.0, 1.0, -1.0, 0.0], [2.0, 1.0, -1.0, 1.0, -2.0, 1.0]])   # (2, 6)
+    _top_p_case(candidate, ties, 0.6, "边界上有并列的 logits，top_p=0.6（并列的那几个留下谁都可以）")
+    wide = randn(3, 8, seed=seed + 5, scale=2.0).index_fill(-1, torch.tensor([1, 6]), -60.0)    # (3, 8)
+    wide[0, 3] = 25.0                                     # row 0: one token holds all of float32's probability
+    _top_p_case(candidate, wide, 1.0, "含极小概率的 logits，top_p=1.0")
+    for i, (lead, V, top_p, scale) in enumerate(TOP_P_DIMS_CASES):
+        logits = _random_logits(lead, V, scale, top_p, seed * 103 + i)
+        what = f"形状 {tuple(logits.shape)}（前导维不是 [B]）的 logits，top_p={top_p}"
+        try:
+            _top_p_case(candidate, logits, top_p, what)
+        except CheckError as err:
+            if err.code in ("crashed", "wrong-shape", "wrong"):
+                raise CheckError("top-p-leading-dims", err.finding) from err
+            raise
+    for i, (lead, V, top_p, scale) in enumerate(hidden_top_p_cases() if extended else []):
+        logits = _random_logits(lead, V, scale, top_p, seed * 107 + i)
+        _top_p_case(candidate, logits, top_p, f"形状 {tuple(logits.shape)} 的随机 logits，top_p={top_p}")

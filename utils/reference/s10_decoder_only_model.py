@@ -7,13 +7,13 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-__all__ = ['DecoderLM', 'count_parameters', 'generate', 'quiz_read_config', 'quiz_misconceptions']
+__all__ = ['DecoderLM', 'count_parameters', 'generate', 'top_p_filter']
 
 
 from dataclasses import dataclass
 
 from .s07_gqa_and_kv_cache import KVCache, repeat_kv  # section 07
-from .s08_ffn_norm_residual import RMSNorm, SwiGLU  # section 08
+from .s08_ffn_norm_residual import Block, RMSNorm  # section 08
 from .s09_rope import apply_rope, rope_angles  # section 09
 
 
@@ -31,7 +31,7 @@ class ModelConfig:
     tie_embeddings: bool = True    # lm_head.weight is tok_emb.weight, tie_word_embeddings
 
 
-class RoPEAttention(nn.Module):
+class _RoPEAttention(nn.Module):
     """Section 07's grouped-query attention with RoPE on q and k (section 09).
 
     forward(x, angles, cache=None): x (B, T, n_embed) and the angles (T, head_dim // 2) of these T
@@ -48,7 +48,7 @@ class RoPEAttention(nn.Module):
         self.o_proj = nn.Linear(n_head * self.head_dim, n_embed, bias=False)
 
     def forward(self, x, angles, cache=None):
-        B, T, C = x.shape
+        B, T, _ = x.shape
         q = self.q_proj(x).view(B, T, self.n_head, self.head_dim).transpose(1, 2)      # (B, H, T, Dh)
         k = self.k_proj(x).view(B, T, self.n_kv_head, self.head_dim).transpose(1, 2)   # (B, Hkv, T, Dh)
         v = self.v_proj(x).view(B, T, self.n_kv_head, self.head_dim).transpose(1, 2)   # (B, Hkv, T, Dh)
@@ -61,19 +61,17 @@ class RoPEAttention(nn.Module):
         scores = q @ k.transpose(-2, -1) / math.sqrt(self.head_dim)                      # (B, H, T, S)
         mask = torch.ones(T, S, dtype=torch.bool, device=x.device).tril(diagonal=S - T)  # (T, S): offset by S - T
         y = F.softmax(scores.masked_fill(~mask, float("-inf")), dim=-1) @ v             # (B, H, T, Dh)
-        y = y.transpose(1, 2).reshape(B, T, self.n_head * self.head_dim)                 # (B, T, C)
+        y = y.transpose(1, 2).reshape(B, T, self.n_head * self.head_dim)                 # (B, T, H·Dh)
         return self.o_proj(y)                                                           # (B, T, C)
 
 
-class DecoderBlock(nn.Module):
-    """Section 08's Pre-Norm block with RoPEAttention: x + attn(norm1(x)), then x + ffn(norm2(x))."""
+class _DecoderBlock(Block):
+    """Section 08's Pre-Norm Block with _RoPEAttention in place of its attention:
+    x + attn(norm1(x), angles, cache), then x + ffn(norm2(x))."""
 
     def __init__(self, config):
-        super().__init__()
-        self.norm1 = RMSNorm(config.n_embed)
-        self.attn = RoPEAttention(config.n_embed, config.n_head, config.n_kv_head)
-        self.norm2 = RMSNorm(config.n_embed)
-        self.ffn = SwiGLU(config.n_embed, config.ffn_hidden)
+        super().__init__(config.n_embed, config.n_head, config.context_length, config.ffn_hidden)
+        self.attn = _RoPEAttention(config.n_embed, config.n_head, config.n_kv_head)   # replaces 08's attention
 
     def forward(self, x, angles, cache=None):
         x = x + self.attn(self.norm1(x), angles, cache)    # (B, T, C)  norm -> attend (positions talk) -> residual
@@ -91,7 +89,7 @@ class DecoderLM(nn.Module):
         super().__init__()
         self.config = config
         self.tok_emb = nn.Embedding(config.vocab_size, config.n_embed)
-        self.blocks = nn.ModuleList([DecoderBlock(config) for _ in range(config.n_layer)])
+        self.blocks = nn.ModuleList([_DecoderBlock(config) for _ in range(config.n_layer)])
         self.norm = RMSNorm(config.n_embed)
         self.lm_head = nn.Linear(config.n_embed, config.vocab_size, bias=False)
         if config.tie_embeddings:
@@ -151,30 +149,16 @@ def generate(model, idx, max_new_tokens, temperature=1.0, top_k=None, generator=
     return idx
 
 
-def quiz_read_config():
-    """Numbers read from two published configs: Llama-3-8B (dense) and Mixtral-8x7B (MoE)."""
-    C, L = 4096, 32
-    attention = 2 * C * C + 2 * C * 8 * 128                  # q_proj, o_proj; k_proj, v_proj with 8 KV heads
-    ffn = 3 * C * 14336                                      # one SwiGLU
-    norms = 2 * C
-    llama3 = 2 * 128256 * C + L * (attention + ffn + norms) + C      # untied: embedding and LM head
-    shared = 2 * 32000 * C + L * (attention + norms + C * 8) + C     # Mixtral without its experts (router C x 8)
-    active = shared + L * 2 * ffn
-    return {
-        "llama3_8b_params": llama3,
-        "llama3_8b_kv_bytes_per_token": 2 * L * 8 * 128 * 2,         # K and V × layers × KV heads × Dh × 2 bytes
-        "mixtral_total_params": shared + L * 8 * ffn,
-        "mixtral_active_params": active,
-        "mixtral_flops_per_token": 2 * active,                       # ≈ 2 × active parameters
-    }
+def top_p_filter(logits, top_p):
+    """logits (..., V) -> the same logits with every token outside each row's nucleus set to -inf.
 
-
-def quiz_misconceptions():
-    """True or False for each statement of 主干篇's list of common misconceptions."""
-    return {
-        "weights_explain": False,       # a weight is a mixing proportion, not a cause (section 03 §7)
-        "heads_learned": True,          # every head has the same structure; training gives them roles (05 §7.1)
-        "flash_is_sparse": False,       # the same function, computed in blocks (06 §5)
-        "rope_window_enough": False,    # a longer window does not guarantee long-range ability (09 §8)
-        "training_parallel": True,      # teacher forcing + the causal mask: all positions at once (04 §3)
-    }
+    The nucleus is the smallest set of most probable tokens whose softmax probabilities sum to at
+    least top_p (the token that crosses top_p is kept); top_p = 1.0 keeps every token.
+    """
+    if top_p >= 1.0:
+        return logits.clone()                                     # float sums may reach 1 early: keep all
+    probs, order = F.softmax(logits, dim=-1).sort(dim=-1, descending=True)   # (..., V) most probable first
+    before = probs.cumsum(dim=-1) - probs                         # (..., V) mass of the better-ranked tokens
+    keep_sorted = before < top_p                                  # the crossing token has before < top_p too
+    keep = torch.zeros_like(keep_sorted).scatter(-1, order, keep_sorted)     # back to each token's own index
+    return logits.masked_fill(~keep, float("-inf"))
