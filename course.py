@@ -9,6 +9,8 @@
     python3 course.py progress where am I: every exercise of my_work/ passed, failed or not started
     python3 course.py edition student OUT [--answers-through SECTION]
                                build the class edition students install (no answer to an open assignment)
+    python3 course.py hub demo|setup|start [class.toml]
+                               as root: a class on JupyterHub (docs/jupyterhub.md); demo is a throw-away one
     python3 course.py setup    only create / update .venv
 
 Only the standard library is used here, so it runs on a bare Python >= 3.10.
@@ -111,13 +113,18 @@ def edition(args: list[str]) -> None:
     run(python, "-m", "autograder.edition", *args)
 
 
+def hub(args: list[str]) -> None:
+    python = setup()
+    run(python, ROOT / "deploy" / "jupyterhub" / "classroom.py", *args)
+
+
 def progress() -> None:
     python = setup()
     run(python, "-m", "utils.progress")
 
 
 COMMANDS = {"setup": lambda _args: setup(), "lab": lab, "test": test, "build": build,
-            "progress": lambda _args: progress(), "edition": edition}
+            "progress": lambda _args: progress(), "edition": edition, "hub": hub}
 
 if __name__ == "__main__":
     if len(sys.argv) < 2 or sys.argv[1] not in COMMANDS:

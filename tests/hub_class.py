@@ -1,0 +1,168 @@
+"""A throw-away class on a real JupyterHub (deploy/jupyterhub/classroom.py) and HTTP clients as
+its members: Unix accounts created for the test and removed afterwards, a temporary PostgreSQL
+gradebook, JupyterHub + configurable-http-proxy on loopback."""
+from __future__ import annotations
+
+import os
+import pwd
+import shutil
+import subprocess
+import tempfile
+import time
+from contextlib import contextmanager
+from pathlib import Path
+
+import requests
+
+from deploy.jupyterhub.classroom import (ACCOUNT_COMMENT, Classroom, TemporaryPostgres, account_exists,
+                                         as_user, free_port, remove_account, setup, start)
+
+PASSWORD = "hub-test"
+
+
+def missing_tools() -> str | None:
+    """Why a real Hub cannot run here, or None."""
+    if os.geteuid() != 0:
+        return "needs root: it creates Unix accounts and starts servers as them"
+    for tool in ("useradd", "userdel", "runuser", "configurable-http-proxy"):
+        if shutil.which(tool) is None:
+            return f"{tool} is not installed (npm install -g configurable-http-proxy; see .ci/run)"
+    if not Path("/usr/lib/postgresql").is_dir() and shutil.which("initdb") is None:
+        return "PostgreSQL is not installed (apt-get install postgresql)"
+    try:
+        import jupyterhub  # noqa: F401
+        import psycopg  # noqa: F401
+    except ImportError as e:
+        return f"{e.name} is not installed (pip install -e '.[hub,dev]')"
+    return None
+
+
+class Member:
+    """One account's HTTP client: logs in through the Hub's form, then asks the Hub for an API
+    token of its own and uses it for everything (Hub API, its server, services)."""
+
+    def __init__(self, hub: "Hub", name: str):
+        self.hub, self.name = hub, name
+        login = requests.Session()
+        login.get(hub.url("/hub/login"), timeout=30)
+        xsrf = login.cookies.get("_xsrf")
+        r = login.post(hub.url("/hub/login"), data={"username": name, "password": PASSWORD, "_xsrf": xsrf},
+                       allow_redirects=False, timeout=30)
+        assert r.status_code == 302, f"{name} could not log in: {r.status_code}"
+        r = login.post(hub.url(f"/hub/api/users/{name}/tokens"), json={"note": "hub test", "expires_in": 3600},
+                       headers={"X-XSRFToken": login.cookies.get("_xsrf", path="/hub/")}, timeout=30)
+        assert r.status_code == 201, r.text
+        self.http = requests.Session()
+        self.http.headers["Authorization"] = f"token {r.json()['token']}"
+
+    def get(self, path: str, **kw) -> requests.Response:
+        return self.http.get(self.hub.url(path), timeout=120, allow_redirects=False, **kw)
+
+    def post(self, path: str, **kw) -> requests.Response:
+        return self.http.post(self.hub.url(path), timeout=300, allow_redirects=False, **kw)
+
+    def put(self, path: str, **kw) -> requests.Response:
+        return self.http.put(self.hub.url(path), timeout=120, allow_redirects=False, **kw)
+
+    def start_server(self) -> None:
+        r = self.post(f"/hub/api/users/{self.name}/server")
+        assert r.status_code in (201, 202), r.text
+
+    def wait_for_server(self, seconds: float = 180) -> None:
+        deadline = time.monotonic() + seconds
+        while time.monotonic() < deadline:
+            if self.get(f"/user/{self.name}/api/status").status_code == 200:
+                return
+            time.sleep(0.5)
+        raise TimeoutError(f"{self.name}'s server did not start:\n{self.hub.log()}")
+
+    def run(self, *cmd: str) -> subprocess.CompletedProcess:
+        """A command as this Unix account (outside the Hub: what a terminal in its JupyterLab runs)."""
+        env = {**self.hub.cls.server_environment("student"), "HOME": str(self.hub.cls.home(self.name))}
+        return as_user(self.name, list(cmd), env, self.hub.cls.home(self.name))
+
+
+class Hub:
+    def __init__(self, cls: Classroom, base: Path):
+        self.cls, self.base = cls, base
+
+    def url(self, path: str) -> str:
+        return f"http://127.0.0.1:{self.cls.port}{path}"
+
+    def log(self, whole: bool = False) -> str:
+        """The Hub's log, the servers' and the service's included (their output goes to it)."""
+        text = (self.base / "hub.log").read_text(encoding="utf-8", errors="replace")
+        return text if whole else text[-6000:]
+
+    def wait_until_up(self, proc: subprocess.Popen, seconds: float = 120) -> None:
+        deadline = time.monotonic() + seconds
+        while time.monotonic() < deadline:
+            if proc.poll() is not None:
+                raise RuntimeError(f"JupyterHub exited ({proc.returncode}):\n{self.log()}")
+            try:
+                # the service is up once the proxy routes to it (it answers with a login redirect)
+                if (requests.get(self.url("/hub/api/"), timeout=5).ok
+                        and requests.get(self.url(f"/services/{self.cls.course_id}/api/status"),
+                                         allow_redirects=False, timeout=5).status_code in (302, 403)):
+                    return
+            except requests.ConnectionError:
+                pass
+            time.sleep(0.5)
+        raise TimeoutError(f"JupyterHub did not come up:\n{self.log()}")
+
+    def member(self, name: str) -> Member:
+        return Member(self, name)
+
+    def member_as_account(self, name: str) -> Member:
+        """Only the Unix account (for commands), not logged in to the Hub."""
+        member = Member.__new__(Member)
+        member.hub, member.name = self, name
+        return member
+
+
+def is_leftover(user: str) -> bool:
+    """An account this test made: classroom.py's comment and a home in a temporary class folder."""
+    entry = pwd.getpwnam(user)
+    return entry.pw_gecos == ACCOUNT_COMMENT and Path(entry.pw_dir).is_relative_to(
+        Path(tempfile.gettempdir())) and "attention-hub-" in entry.pw_dir
+
+
+@contextmanager
+def running_hub(students: list[str], instructors: list[str], others: list[str]):
+    """Accounts, folders, gradebook and a running Hub; all of it removed afterwards."""
+    cls = Classroom(instructors=instructors, students=students, others=others, authenticator="dummy",
+                    dummy_password=PASSWORD, ip="127.0.0.1", port=free_port(), hub_port=free_port(),
+                    proxy_api_port=free_port(), formgrader_port=free_port())
+    for user in filter(account_exists, cls.members):
+        if is_leftover(user):   # of a run that was killed before it could clean up
+            remove_account(user)
+    taken = [u for u in cls.members if account_exists(u)]
+    if taken:
+        raise RuntimeError(f"accounts exist already, the test will not touch them: {taken}")
+    base = Path(tempfile.mkdtemp(prefix="attention-hub-"))
+    base.chmod(0o755)  # the accounts must reach their homes and the class folders
+    cls.root, cls.home_base = base / "class", base / "home"
+    cls.home_base.mkdir()
+    pg = TemporaryPostgres(base / "pg", free_port())
+    cls.db_url = pg.url(cls.course_id)
+    hub_proc = None
+    try:
+        pg.start()
+        setup(cls, psql_host=str(pg.socket), psql_port=pg.port)
+        with open(base / "hub.log", "wb") as log:
+            hub_proc = start(cls, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+        hub = Hub(cls, base)
+        hub.wait_until_up(hub_proc)
+        yield hub
+    finally:
+        if hub_proc is not None and hub_proc.poll() is None:
+            hub_proc.terminate()
+            try:
+                hub_proc.wait(30)
+            except subprocess.TimeoutExpired:
+                os.killpg(hub_proc.pid, 9)
+        if pg.data.exists():
+            pg.stop()
+        for user in cls.members:
+            remove_account(user)
+        shutil.rmtree(base, ignore_errors=True)
