@@ -50,3 +50,18 @@ def test_pass_line_uses_the_pass_mark(capsys):
 
     check_always_right(lambda: None)
     assert capsys.readouterr().out.startswith(f"{PASS_MARK} always_right 通过全部检查")
+
+
+@pytest.mark.parametrize("quiz", ["quiz_head_width", "quiz_attention_memory", "quiz_complexity", "quiz_kv_cache",
+                                  "quiz_ffn_share", "quiz_rope", "quiz_read_config", "quiz_misconceptions"])
+def test_a_quiz_pass_line_names_what_only_the_hidden_test_judges(quiz, capsys):
+    """A visible quiz check that leaves keys to the hidden test does not say 通过全部检查; the hidden one does."""
+    import utils.checks as checks
+    from utils import reference
+    check, answer = getattr(checks, f"check_{quiz}"), getattr(reference, quiz)
+    check(answer)
+    visible = capsys.readouterr().out
+    check(answer, extended=True, seed=2024)
+    hidden = capsys.readouterr().out
+    assert "只由隐藏测试评分" in visible and "通过全部检查" not in visible, visible
+    assert "通过全部检查" in hidden, hidden

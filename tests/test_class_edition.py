@@ -139,18 +139,25 @@ def _instructor_only_lines() -> set[str]:
 
 
 def _text(paths) -> str:
-    return "\n".join(p.read_text(encoding="utf-8") for p in paths
+    """The text of the files a student reads: a notebook's cell sources as they show (not JSON-escaped)."""
+    return "\n".join(_readable(p) for p in paths
                      if p.is_file() and p.suffix in (".py", ".ipynb", ".txt", ".md", ".toml"))
 
 
+def _readable(path) -> str:
+    if path.suffix != ".ipynb":
+        return path.read_text(encoding="utf-8")
+    return "\n".join("".join(cell["source"]) for cell in json.loads(path.read_text(encoding="utf-8"))["cells"])
+
+
 def test_no_solution_code_or_hidden_input_of_an_open_section_is_in_it(installed):
-    """The installed package holds no line of an open section's solution (but the given code and the
-    closed sections' solutions it hands out), and nothing of the edition — notebooks included — holds a
-    hidden test's line, a hidden case or a quiz truth."""
-    package, everything = _text(installed.package.rglob("*")), _text(installed.out.glob("**/*"))
+    """Nothing of the edition — the package and the learner notebooks, whose demos must not show an
+    answer either — holds a line of an open section's solution (but the given code and the closed
+    sections' solutions it hands out), a hidden test's line, a hidden case or a quiz truth."""
+    everything = _text(installed.out.glob("**/*"))
     given = "\n".join(_given_lines())
     found = [f"{s} solution: {line}" for s in OPEN for line in _solution_lines(s)
-             if line in package and line not in given]
+             if line in everything and line not in given]
     found += [f"{s} hidden test: {line}" for s in section_ids() for line in _hidden_lines(s) if line in everything]
     found += [f"hidden case or truth: {line}" for line in _instructor_only_lines() - _check_code_lines()
               if line in everything]

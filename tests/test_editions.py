@@ -69,6 +69,16 @@ def test_hidden_data_is_refused_where_it_is_not_stored(committed):
     assert err.value.code == "hidden-only"
 
 
+@pytest.mark.parametrize("arguments", [{"seed": 1}, {"extended": True}], ids=["other-seed", "extended"])
+def test_a_check_beyond_the_visible_one_says_so(committed, arguments):
+    """Not [check-data-missing] (as if the course were broken): the class edition says the call is a hidden test's."""
+    from utils.checks import CheckError, check_causal_mask
+    from utils.reference import causal_mask
+    with oracle.replaying(committed), pytest.raises(CheckError) as err:
+        check_causal_mask(causal_mask, **arguments)
+    assert err.value.code == "hidden-only" and "教师评分" in err.value.finding
+
+
 @pytest.mark.slow
 @pytest.mark.parametrize("exercise", EXERCISES)
 def test_nothing_the_package_keeps_passes_a_check(exercise):

@@ -12,7 +12,8 @@ import pytest
 from autograder import build
 from autograder.notebook_format import (cell_kind, dumps, exercise_of, exercises, grade_id, pack, read, unpack,
                                         visible_and_hidden)
-from utils.checks.codes import CODES
+from utils.checks import CheckError
+from utils.checks.codes import CODES, describe
 
 from .conftest import ROOT, SECTIONS, load_notebook
 
@@ -30,7 +31,8 @@ CONTRACT = {
     "07_gqa_and_kv_cache": ["repeat_kv", "KVCache", "GroupedQueryAttention", "kv_cache_bytes"],
     "08_ffn_norm_residual": ["RMSNorm", "layer_norm", "FeedForward", "SwiGLU", "Block"],
     "09_rope": ["rope_angles", "apply_rope", "apply_rope_interleaved"],
-    "10_decoder_only_model": ["DecoderLM", "count_parameters", "generate"],
+    "10_decoder_only_model": ["DecoderLM", "count_parameters", "generate", "top_p_filter"],
+    "11_real_models_and_training": [],
 }
 
 
@@ -46,7 +48,8 @@ def test_solution_cells_define_exactly_the_contract(section):
     for cell in (c for c in nb["cells"] if cell_kind(c) == "solution"):
         tree = ast.parse(cell["source"])
         defined = [n.name for n in tree.body if isinstance(n, (ast.FunctionDef, ast.ClassDef))]
-        assert defined == [grade_id(cell)], "one public name per solution cell"
+        public = [name for name in defined if not name.startswith("_")]  # private helpers of the exercise may join it
+        assert public == [grade_id(cell)], "one public name per solution cell"
         assert "### BEGIN SOLUTION" in cell["source"] and "### END SOLUTION" in cell["source"]
 
 
@@ -130,6 +133,56 @@ def test_reference_modules_import_their_siblings_not_the_package():
     assert rewritten == "from .s03_x import Head, attention  # 03\n"
     with pytest.raises(ValueError):
         build.relative_imports("from utils.reference import Head, softmax", {"Head": "s03_x", "softmax": "s02_x"})
+
+
+def _raised_codes(tree: ast.AST) -> set[str]:
+    """The codes a module's checks can raise: CheckError's literal first argument, and the code of every
+    (code, value) pair — the form ``expect``'s misconception lists and the quizzes' wrong answers take."""
+    codes = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Call) and getattr(node.func, "id", getattr(node.func, "attr", None)) == "CheckError":
+            first = node.args[0] if node.args else None
+            assert not isinstance(first, ast.JoinedStr), f"line {node.lineno}: a CheckError code built at run time"
+            if isinstance(first, ast.Constant):
+                codes.add(first.value)
+        elif isinstance(node, ast.Tuple) and len(node.elts) == 2 and isinstance(node.elts[0], ast.Constant) \
+                and isinstance(node.elts[0].value, str) and CODE_SHAPE.fullmatch(node.elts[0].value):
+            codes.add(node.elts[0].value)
+    return codes
+
+
+CODE_SHAPE = re.compile(r"[a-z0-9]+(-[a-z0-9]+)+")
+
+
+def test_the_code_scan_finds_literal_and_paired_codes():
+    snippet = 'raise CheckError("made-up", "x")\nexpect(got, want, "w", [("also-made-up", t), ("not a code", 1)])\n'
+    assert _raised_codes(ast.parse(snippet)) == {"made-up", "also-made-up"}
+    with pytest.raises(AssertionError, match="run time"):
+        _raised_codes(ast.parse('raise core.CheckError(f"x-{y}", "")'))
+
+
+def test_every_code_a_check_can_raise_is_in_the_table():
+    for path in sorted((ROOT / "utils" / "checks").glob("*.py")):
+        missing = _raised_codes(ast.parse(path.read_text(encoding="utf-8"))) - set(CODES)
+        assert not missing, f"{path.name} raises codes the table lacks: {sorted(missing)}"
+
+
+def test_the_table_refuses_an_unknown_code():
+    with pytest.raises(KeyError, match="no-such-code"):
+        describe("no-such-code")
+    with pytest.raises(KeyError):
+        CheckError("no-such-code", "…")
+
+
+# What a line to write looks like: a call with its arguments, a torch/F/nn call, a slice, an assignment
+# from a call, a comparison in an if. A hint names the idea and where it was taught, never the line.
+CODE_LINE = re.compile(r"\.\w+\([^)]*\)|\b(torch|F|nn|math)\.\w+\(|\w\[[^\]]*:[^\]]*\]|\w\s*=\s*\w+\(|\bif \w+ *[=<>!]=")
+
+
+def test_no_hint_hands_over_the_line_to_write():
+    lines = {code: hint for code, (_, hint) in CODES.items() if CODE_LINE.search(hint)}
+    assert not lines, f"hints holding code: {lines}"
+    assert CODE_LINE.search("用 self.tril[:T, :T]。") and CODE_LINE.search("if temperature == 0: 贪心")
 
 
 def test_every_check_code_is_documented_and_used():

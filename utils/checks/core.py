@@ -323,16 +323,24 @@ def call(candidate: Callable, *args, **kwargs):
 
 
 def check(name: str):
-    """Decorate ``check_<name>(candidate, ...)``: time it, print the pass line, remember it."""
+    """Decorate ``check_<name>(candidate, ...)``: time it, print the pass line, remember it.
+
+    A check may return the quiz keys it left to the hidden test; the pass line then names them."""
     seal = _SEAL  # held by the wrapper: rebinding core._SEAL changes nothing (and is itself a change)
 
     def decorate(fn: Callable) -> Callable:
+        from . import oracle  # imported here: oracle imports this module
+        signature = inspect.signature(fn)
+
         @functools.wraps(fn)
         def wrapper(candidate, *args, **kwargs):
             _PASSED.pop(name, None)
             start = time.perf_counter()
             if candidate is None:
                 raise CheckError("not-implemented", f"{name} 还没有定义（先运行定义它的单元格）。")
+            if oracle.stored_only() and _asks_beyond_visible(signature.bind(candidate, *args, **kwargs)):
+                raise CheckError("hidden-only", "班级版只存了可见检查（默认参数）要用的结果；extended=True 或别的 seed "
+                                                "的检查只在教师评分时运行。")
             replaced = _tampered()
             if replaced:
                 raise CheckError("tampered", f"检测到 {replaced} 被替换了，检查无法可信地运行。")
@@ -346,14 +354,22 @@ def check(name: str):
             torch.set_num_threads(1)  # tiny tensors: one thread is fastest, and stays fast on a busy CPU
             try:
                 with torch.random.fork_rng(devices=[]):
-                    fn(candidate, *args, **kwargs)
+                    judged_later = fn(candidate, *args, **kwargs)
             finally:
                 torch.set_num_threads(threads)
             _PASSED[name] = candidate
-            print(f"{PASS_MARK} {name} 通过全部检查（{time.perf_counter() - start:.2f} 秒）")
+            verdict = (f"通过可见的检查（{'、'.join(judged_later)} 只由隐藏测试评分）" if judged_later
+                       else "通过全部检查")
+            print(f"{PASS_MARK} {name} {verdict}（{time.perf_counter() - start:.2f} 秒）")
         seal.register(name, wrapper)
         return wrapper
     return decorate
+
+
+def _asks_beyond_visible(call: inspect.BoundArguments) -> bool:
+    """A check call with other arguments than a check cell's (``extended=False``, ``seed=0``)."""
+    call.apply_defaults()
+    return bool(call.arguments.get("extended")) or call.arguments.get("seed", 0) != 0
 
 
 def reference_twin(name: str, candidate) -> str | None:

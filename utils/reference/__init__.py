@@ -14,8 +14,8 @@ from .s06_complexity_and_memory import (attention_flops, attention_weights_bytes
 from .s07_gqa_and_kv_cache import (repeat_kv, KVCache, GroupedQueryAttention, kv_cache_bytes, quiz_kv_cache)
 from .s08_ffn_norm_residual import (RMSNorm, layer_norm, FeedForward, SwiGLU, quiz_ffn_share, Block)
 from .s09_rope import (rope_angles, apply_rope, apply_rope_interleaved, quiz_rope)
-from .s10_decoder_only_model import (DecoderLM, count_parameters, generate, quiz_read_config,
-    quiz_misconceptions)
+from .s10_decoder_only_model import (DecoderLM, count_parameters, generate, top_p_filter)
+from .s11_real_models_and_training import (quiz_read_config, quiz_misconceptions)
 
 __all__ = ['Block', 'CausalSelfAttention', 'DecoderLM', 'FeedForward', 'GroupedQueryAttention', 'Head',
     'KVCache', 'MultiHeadAttention', 'RMSNorm', 'SwiGLU', 'apply_rope', 'apply_rope_interleaved', 'attention',
@@ -24,4 +24,4 @@ __all__ = ['Block', 'CausalSelfAttention', 'DecoderLM', 'FeedForward', 'GroupedQ
     'layer_norm', 'masked_softmax', 'merge_heads', 'padding_mask', 'project_qkv', 'quiz_attention_memory',
     'quiz_complexity', 'quiz_ffn_share', 'quiz_head_width', 'quiz_kv_cache', 'quiz_misconceptions',
     'quiz_read_config', 'quiz_rope', 'repeat_kv', 'rope_angles', 'scaled_attention_scores', 'softmax',
-    'softmax_jacobian', 'split_heads', 'tensor_shape_quiz', 'tiled_attention']
+    'softmax_jacobian', 'split_heads', 'tensor_shape_quiz', 'tiled_attention', 'top_p_filter']
