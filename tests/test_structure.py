@@ -176,7 +176,8 @@ def test_the_table_refuses_an_unknown_code():
 
 # What a line to write looks like: a call with its arguments, a torch/F/nn call, a slice, an assignment
 # from a call, a comparison in an if. A hint names the idea and where it was taught, never the line.
-CODE_LINE = re.compile(r"\.\w+\([^)]*\)|\b(torch|F|nn|math)\.\w+\(|\w\[[^\]]*:[^\]]*\]|\w\s*=\s*\w+\(|\bif \w+ *[=<>!]=")
+CODE_LINE = re.compile(r"\.\w+\([^)]*\)|\b(torch|F|nn|math)\.\w+\(|\w\[[^\]]*:[^\]]*\]|\w\s*=\s*\w+\("
+                       r"|\bif \w+ *[=<>!]=")
 
 
 def test_no_hint_hands_over_the_line_to_write():
