@@ -99,6 +99,12 @@ def _hidden_lines(section: str) -> set[str]:
     return _region_lines(section, ("test",), "HIDDEN TESTS", "HIDDEN TESTS")
 
 
+# Solution lines the exercise's own statement dictates, so a demo may write them too; each with why.
+DICTATED = {
+    "caches = [KVCache() for _ in model.blocks]": "10's contract: one KVCache per block (DecoderLM, generate)",
+}
+
+
 def _given_lines() -> set[str]:
     """Lines of every section's given code (export cells) and of the closed sections' solutions: the
     course hands these out, so a solution line that is also one of them is no leak."""
@@ -106,7 +112,7 @@ def _given_lines() -> set[str]:
              if cell_kind(c) == "export" for line in c["source"].splitlines()}
     closed = {line.strip() for s in section_ids() if s <= ANSWERS_THROUGH
               for line in (ROOT / "utils" / "reference" / f"s{s}.py").read_text(encoding="utf-8").splitlines()}
-    return given | closed | _check_code_lines()
+    return given | closed | _check_code_lines() | set(DICTATED)
 
 
 def _check_code_lines() -> set[str]:
