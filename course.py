@@ -100,9 +100,10 @@ def test(args: list[str]) -> None:
     # worksteal: a worker that runs out of tests takes some from a busy one (notebook and grading
     # tests take minutes; most take milliseconds); the ten slowest are listed at the end.
     # --quick (tests/conftest.py) leaves out the slow tier: nbgrader, the sandbox, the browser, all but one notebook.
-    # One worker more than cores: with one per core the CPU idled a third of the run (user+sys 18.5 min in
-    # 16.2 min on 2 cores), the hub, browser, pip and nbgrader tests waiting on their subprocesses.
-    workers = str((os.cpu_count() or 1) + 1)
+    # Two workers more than cores: with one per core the CPU idled a third of the run (user+sys 18.5 min in
+    # 16.2 min on 2 cores), with one more still 30 %: the hub, browser, pip and nbgrader tests wait on
+    # their subprocesses.
+    workers = str((os.cpu_count() or 1) + 2)
     run(python, "-m", "pytest", "-n", workers, "--dist", "worksteal", "--durations=10", *args)
 
 
