@@ -33,6 +33,9 @@ def root() -> Path:
 # worker starts on long work and the quick tests fill the gaps at the end.
 LONGEST_FIRST = ("test_grading.py", "test_browser.py", "test_sandbox.py", "test_exchange_flow.py",
                  "test_bad_submissions.py", "test_notebooks_run.py")
+# Files whose tests share a module fixture that takes a minute (a graded class of attacks, an installed
+# class edition): dealt as one unit, so that one worker sets it up, not every worker.
+ONE_WORKER = ("test_sandbox.py", "test_class_edition.py")
 
 
 def _cost_rank(item) -> int:
@@ -137,10 +140,23 @@ def pytest_collection_modifyitems(config, items):
     long_ = [i for i in ranked if _cost_rank(i) <= len(LONGEST_FIRST)]
     quick = ranked[len(long_):]
     shares, start = [], 0
-    for w in range(workers):
-        share = long_[w::workers]
+    for w, units in enumerate(_units(long_)[w::workers] for w in range(workers)):
+        share = [item for unit in units for item in unit]
         end = (w + 1) * len(items) // workers
         take = max(0, end - start - len(share))
         shares += share + quick[:take]
         quick, start = quick[take:], end
     items[:] = shares + quick
+
+
+def _units(items) -> list[list]:
+    """items in runs that one worker takes whole: a ONE_WORKER file's tests together, every other test alone."""
+    units, by_file = [], {}
+    for item in items:
+        if item.path.name not in ONE_WORKER:
+            units.append([item])
+        elif item.path.name in by_file:
+            by_file[item.path.name].append(item)
+        else:
+            units.append(by_file.setdefault(item.path.name, [item]))
+    return units

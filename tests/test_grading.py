@@ -1,10 +1,13 @@
 """The bug bank through a real nbgrader flow: generate → submit → autograde → feedback.
 
-Every wrong variant loses exactly its exercise's points (visible and hidden test), the right
-variants that fill the other places earn them (at least one per exercise; every right variant
-also passes the checks in tests/test_bugbank.py and the integrity scan in
-tests/test_integrity.py), the feedback names the diagnosed code and never shows the hidden
-tests, and an untouched learner notebook scores 0 with "尚未实现"."""
+Every diagnosis of the bank reaches the gradebook and the feedback: for each exercise, one wrong
+variant per diagnosed code (and per "only the hidden test catches it") loses exactly its exercise's
+points (visible and hidden test), the right variants that fill the other places earn them (at
+least one per exercise), the feedback names the diagnosed code and never shows the hidden tests,
+and an untouched learner notebook scores 0 with "尚未实现". Every variant of the bank, not only
+these, gets its code from the visible and the hidden check in tests/test_bugbank.py (in-process:
+the same check functions that the test cells call), every right one passes the integrity scan in
+tests/test_integrity.py; a second variant with the same code would take this flow's same path."""
 from __future__ import annotations
 
 import json
@@ -34,8 +37,23 @@ BANK = all_variants()
 DEPENDS = dependencies()
 
 
+def diagnosis(variant) -> tuple[str | None, bool]:
+    """What grading makes of a variant: its code (None: right), and whether the visible test lets it pass."""
+    return variant.expected, variant.fits_visible
+
+
+def one_per_diagnosis(variants):
+    """The first variant of each diagnosis; every right variant."""
+    kept, seen = [], set()
+    for v in variants:
+        if v.expected is None or diagnosis(v) not in seen:
+            kept.append(v)
+            seen.add(diagnosis(v))
+    return kept
+
+
 def plan_submissions(section: str) -> dict[str, dict[str, object]]:
-    """student -> {exercise: variant}: every wrong variant of the section is graded by some student.
+    """student -> {exercise: variant}: every diagnosis of the section (one_per_diagnosis) is graded by some student.
 
     Each student carries one variant of every exercise, wrong ones first, then right ones: as many
     students as the exercise with the most wrong variants needs, plus one for a right variant. A
@@ -44,7 +62,7 @@ def plan_submissions(section: str) -> dict[str, dict[str, object]]:
     variants, then the rounds in which they carry right ones and the dependent exercise carries
     its variants. The other exercises cycle in every round.
     """
-    by_exercise = {e: sorted((v for v in BANK if v.exercise == e), key=lambda v: v.expected is None)
+    by_exercise = {e: sorted(one_per_diagnosis(v for v in BANK if v.exercise == e), key=lambda v: v.expected is None)
                    for e in exercises(load_notebook("solutions", section))}   # wrong variants first
     right = {e: [v for v in vs if v.expected is None] for e, vs in by_exercise.items()}
     wrong = {e: [v for v in vs if v.expected] for e, vs in by_exercise.items()}
@@ -67,17 +85,17 @@ def plan_submissions(section: str) -> dict[str, dict[str, object]]:
     return {f"student{r:02d}": {e: pick(e, r) for e in by_exercise} for r in range(rounds)}
 
 
-def test_every_wrong_variant_is_graded_and_dependents_only_beside_right_prerequisites():
+def test_every_diagnosis_is_graded_and_dependents_only_beside_right_prerequisites():
     for section in SECTIONS:
         plan = plan_submissions(section)
-        graded = {v.id for variants in plan.values() for v in variants.values()}
+        graded = {(v.exercise, diagnosis(v)) for variants in plan.values() for v in variants.values()}
         ours = [v for v in BANK if v.exercise in exercises(load_notebook("solutions", section))]
-        assert graded >= {v.id for v in ours if v.expected}
-        assert {v.exercise for v in ours if v.id in graded and v.expected is None} == {v.exercise for v in ours}
-        judged = {v.id for variants in plan.values() for e, v in variants.items()
+        assert graded >= {(v.exercise, diagnosis(v)) for v in ours if v.expected}
+        assert {e for e, (code, _) in graded if code is None} == {v.exercise for v in ours}
+        judged = {(e, diagnosis(v)) for variants in plan.values() for e, v in variants.items()
                   if not any(variants[d].expected for d in DEPENDS.get(e, ()))}
-        assert judged >= {v.id for v in BANK if v.exercise in DEPENDS and v.exercise in plan["student00"]
-                          and v.expected}
+        assert judged >= {(v.exercise, diagnosis(v)) for v in BANK
+                          if v.exercise in DEPENDS and v.exercise in plan["student00"] and v.expected}
 
 
 def submit_bug_bank(course: Course, section: str) -> dict[str, dict[str, object]]:

@@ -32,16 +32,20 @@ def test_hidden_test_judges_every_key():
 
 @pytest.mark.slow
 def test_truths_agree_with_transformers_meta_models():
-    transformers = pytest.importorskip("transformers")
+    pytest.importorskip("transformers")
+    # The modelling modules themselves, not transformers' lazy top-level names: where an import fails,
+    # the error names its real cause instead of "Could not import module 'LlamaForCausalLM'".
+    from transformers.models.llama.modeling_llama import LlamaConfig, LlamaForCausalLM
+    from transformers.models.mixtral.modeling_mixtral import MixtralConfig, MixtralForCausalLM
     truth = s11.read_config_truth()
     llama, moe = s11.LLAMA31_70B, s11.MIXTRAL_8X22B
     common = dict(tie_word_embeddings=False)
     with torch.device("meta"):
-        hf_llama = transformers.LlamaForCausalLM(transformers.LlamaConfig(
+        hf_llama = LlamaForCausalLM(LlamaConfig(
             vocab_size=llama.vocab_size, hidden_size=llama.n_embed, intermediate_size=llama.ffn_hidden,
             num_hidden_layers=llama.n_layer, num_attention_heads=llama.n_head, num_key_value_heads=llama.n_kv_head,
             **common)).num_parameters()
-        hf_moe = transformers.MixtralForCausalLM(transformers.MixtralConfig(
+        hf_moe = MixtralForCausalLM(MixtralConfig(
             vocab_size=moe.vocab_size, hidden_size=moe.n_embed, intermediate_size=moe.ffn_hidden,
             num_hidden_layers=moe.n_layer, num_attention_heads=moe.n_head, num_key_value_heads=moe.n_kv_head,
             num_local_experts=s11.N_EXPERT, num_experts_per_tok=s11.TOP_K, **common)).num_parameters()

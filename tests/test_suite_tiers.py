@@ -94,3 +94,26 @@ def test_every_name_in_the_tier_lists_is_a_test_file_of_the_suite():
     files = {p.name for p in (ROOT / "tests").glob("test_*.py")}
     for name in (*SLOW, *QUICK):
         assert name.split("::")[0] in files, f"{name}: no such test file"
+
+
+def test_a_one_worker_file_is_dealt_whole_and_long_files_to_every_share(tmp_path):
+    """With 4 workers, the tests of a ONE_WORKER file (their module fixture is set up once per worker
+    that runs one) stay together in one worker's first share; the other long tests are spread over them."""
+    def tests(n: int) -> str:
+        return "".join(f"def test_{i}():\n    pass\n\n" for i in range(n))
+    for name, n in (("test_sandbox.py", 8), ("test_grading.py", 8), ("test_units.py", 40)):
+        (tmp_path / name).write_text(tests(n), encoding="utf-8")
+    env = {k: v for k, v in os.environ.items() if not k.startswith("PYTEST_")} | {
+        "PYTHONPATH": str(ROOT), "PYTEST_XDIST_WORKER_COUNT": "4"}
+    listed = subprocess.run([sys.executable, "-m", "pytest", "-p", "tests.conftest", "-p", "no:cacheprovider",
+                             "-p", "no:xdist", "--collect-only", "-q"], cwd=tmp_path, env=env,
+                            capture_output=True, text=True, timeout=120).stdout.split()
+    order, shares = [t for t in listed if "::test_" in t], []
+    assert len(order) == 56, listed
+    for workers_left in range(4, 0, -1):                   # worksteal's first hand-out: an equal part each
+        take = len(order) // workers_left
+        shares.append(order[:take])
+        order = order[take:]
+    holding = [share for share in shares if any(t.startswith("test_sandbox.py") for t in share)]
+    assert len(holding) == 1 and sum(t.startswith("test_sandbox.py") for t in holding[0]) == 8, shares
+    assert all(sum(t.startswith("test_grading.py") for t in share) == 2 for share in shares), shares
