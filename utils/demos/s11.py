@@ -1,9 +1,9 @@
 """Section 11_real_models_and_training: the text the character model learns (the course's own prose) and
 its train / validation split, the attention weights and logits of a DecoderLM recomputed from its own
 modules (with RoPE angles of our choosing: position interpolation, Llama-3's rope_scaling), the next-token
-distribution the widget shows, and the figures (KV cache and FLOPs per token of real configs, training
-curves, every head over real characters, the widget's next-character bars, attention by distance,
-accuracy by length).
+distribution the widget shows, and the figures (where the parameters of real configs are, their KV cache
+and FLOPs per token, training curves, every head over real characters, the widget's next-character bars,
+attention by distance, accuracy by length).
 
 The notebook computes every number it shows; these helpers only load, recompute and draw.
 """
@@ -22,8 +22,48 @@ import torch.nn.functional as F
 from utils.plotting import demo_figure, heatmap
 from utils.reference import apply_rope, repeat_kv, rope_angles, top_p_filter
 
+PART_COLORS = {"嵌入": "#4C72B0", "注意力": "#DD8452", "FFN": "#55A868", "归一化": "#8172B2", "LM head": "#C44E52"}
 PROSE = Path(__file__).resolve().parents[1] / "data" / "course_prose.txt"
 VISIBLE = {"\n": "⏎", " ": "␣"}
+
+
+def parameter_groups(model: nn.Module) -> dict[str, int]:
+    """model's parameters by the part they belong to; named_parameters() lists a tied weight once."""
+    groups = dict.fromkeys(("嵌入", "注意力", "FFN", "归一化", "LM head"), 0)
+    for name, p in model.named_parameters():
+        part = ("嵌入" if name.startswith("tok_emb") else "LM head" if name.startswith("lm_head")
+                else "注意力" if ".attn." in name else "FFN" if ".ffn." in name else "归一化")
+        groups[part] += p.numel()
+    return groups
+
+
+@demo_figure
+def plot_parameter_breakdown(breakdowns: Mapping[str, Mapping[str, float]], title: str):
+    """One stacked bar per model: the share of each part of the parameters, the total at the right."""
+    names = list(breakdowns)
+    fig, ax = plt.subplots(figsize=(9.5, 0.62 * len(names) + 1.4))
+    for row, name in enumerate(names):
+        parts = breakdowns[name]
+        total, left = sum(parts.values()), 0.0
+        for part, value in parts.items():
+            share = value / total
+            ax.barh(row, share, left=left, color=PART_COLORS[part], edgecolor="white",
+                    label=part if row == 0 or part not in {p for n in names[:row] for p in breakdowns[n]} else None)
+            if share > 0.07:
+                ax.text(left + share / 2, row, f"{share:.0%}", ha="center", va="center", fontsize=8, color="white")
+            left += share
+        ax.text(1.01, row, f"{total / 1e9:.2f}B" if total >= 1e8 else f"{total / 1e3:.0f}K", va="center", fontsize=9)
+    ax.set_yticks(range(len(names)), names)
+    ax.invert_yaxis()
+    ax.set_xlim(0, 1.1)
+    ax.set_xticks([0, 0.25, 0.5, 0.75, 1.0], ["0", "25%", "50%", "75%", "100%"])
+    ax.set_xlabel("占全部参数的比例（右边是参数总数）")
+    ax.set_title(title, fontsize=10)
+    handles, labels = ax.get_legend_handles_labels()
+    ax.legend(handles, labels, fontsize=8, ncol=len(labels), loc="upper center", bbox_to_anchor=(0.5, -0.22),
+              frameon=False)
+    fig.tight_layout()
+    return fig
 
 
 def load_course_prose() -> str:
