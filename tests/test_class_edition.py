@@ -1,7 +1,7 @@
 """The class edition as students install it: built, installed into a fresh virtual environment,
 searched for answers and run through the bug bank.
 
-Built with ``--answers-through 04_masks``: sections 05–10 are the open assignments here.
+Built with ``--answers-through 04_masks``: sections 05–11 are the open assignments here.
 """
 from __future__ import annotations
 
@@ -18,15 +18,12 @@ from autograder.build import section_ids
 from autograder.notebook_format import cell_kind, exercises
 
 from .bugbank import all_variants
-from .class_edition import install, renamed_copy
+from .class_edition import ANSWERS_THROUGH, OPEN, OPEN_EXERCISES, install, renamed_copy
 from .conftest import ROOT, load_notebook
 from .edition_candidates import passing_candidates
 from .test_bugbank import run_check
 
 pytestmark = pytest.mark.slow
-ANSWERS_THROUGH = "04_masks"
-OPEN = [s for s in section_ids() if s > ANSWERS_THROUGH]
-OPEN_EXERCISES = [e for s in OPEN for e in exercises(load_notebook("solutions", s))]
 
 
 @pytest.fixture(scope="module")

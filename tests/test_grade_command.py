@@ -353,9 +353,10 @@ def answer_of(worker: grade.Worker, timeout: float = 30) -> dict:
     return message
 
 
-def test_workers_are_in_their_own_session_set_their_limits_and_hold_no_other_pipes(tmp_path):
+def test_workers_are_in_their_own_session_set_their_limits_and_hold_no_other_pipes(tmp_path, monkeypatch):
     """No preexec_fn, no fork of this process: the worker sets its session, memory limit and
     environment itself, and holds none of this process's ends of the other workers' connections."""
+    monkeypatch.setenv("OMP_NUM_THREADS", "4")   # the grader's own environment (the suite runs with 1)
     grade.start_forkserver()
     job = a_job(tmp_path, jobs=2, memory_mb=1234)
     first = grade.Worker(job, report_on_itself)

@@ -4,7 +4,8 @@ Every diagnosis of the bank reaches the gradebook and the feedback: for each exe
 variant per diagnosed code (and per "only the hidden test catches it") loses exactly its exercise's
 points (visible and hidden test), the right variants that fill the other places earn them (at
 least one per exercise), the feedback names the diagnosed code and never shows the hidden tests,
-and an untouched learner notebook scores 0 with "尚未实现". Every variant of the bank, not only
+and an untouched learner notebook, demos included, runs top to bottom with only its stubs' test cells
+failing kindly and scores 0 with "尚未实现". Every variant of the bank, not only
 these, gets its code from the visible and the hidden check in tests/test_bugbank.py (in-process:
 the same check functions that the test cells call), every right one passes the integrity scan in
 tests/test_integrity.py; a second variant with the same code would take this flow's same path."""
@@ -196,3 +197,38 @@ def test_bug_bank_through_nbgrader_autograde(section, tmp_path, monkeypatch):
     assert "尚未实现" in course.feedback_html("untouched", section)
     untouched = course.root / "autograded" / "untouched" / section / f"{section}.ipynb"
     assert "image/png" not in untouched.read_text(encoding="utf-8"), "figures are not rendered at grading time"
+    assert_stubs_fail_kindly(json.loads(untouched.read_text(encoding="utf-8")))
+
+
+def assert_stubs_fail_kindly(nb: dict) -> None:
+    """The learner notebook as released ran top to bottom, demos included: only the test cells of the
+    untouched stubs failed, each with a short [not-implemented] message, not a traceback wall."""
+    tests = [c for c in nb["cells"] if c["cell_type"] == "code" and exercise_of(grade_id(c)) and "check_" in
+             "".join(c["source"])]
+    failed = [(i, o) for i, c in enumerate(nb["cells"]) for o in c.get("outputs", []) if o["output_type"] == "error"]
+    assert len(failed) == len(tests), f"only the test cells of untouched stubs may fail: {failed}"
+    for index, out in failed:
+        assert exercise_of(grade_id(nb["cells"][index])), f"cell {index} is no test cell: {out['evalue']}"
+        assert out["ename"] == "CheckError", f"cell {index} raised {out['ename']}: {out['evalue']}"
+        assert out["evalue"].startswith("[not-implemented]"), out["evalue"]
+        assert "尚未实现" in "\n".join(out["traceback"])
+        assert len(out["traceback"]) <= 4, "a short message, not a traceback wall"
+
+
+def test_the_kindness_check_refuses_a_failing_demo_a_wrong_code_and_a_traceback_wall():
+    def cell(grade: str, source: str, error: dict | None = None) -> dict:
+        return {"cell_type": "code", "source": source, "metadata": {"nbgrader": {"grade_id": grade}} if grade else {},
+                "outputs": [{"output_type": "error", **error}] if error else []}
+    kind = {"ename": "CheckError", "evalue": "[not-implemented] softmax 尚未实现", "traceback": ["尚未实现"]}
+    released = [cell("", "import torch"), cell("test_softmax", "check_softmax(softmax)", kind),
+                cell("test_softmax_hidden", "check_softmax(softmax, extended=True)", kind)]
+    assert_stubs_fail_kindly({"cells": released})
+    broken = {"failing demo": released + [cell("", "plot(x)", {"ename": "NameError", "evalue": "x", "traceback": []})],
+              "other code": [released[0], cell("test_softmax", "check_softmax(softmax)", kind | {"evalue": "[wrong]"})],
+              "traceback wall": [released[0], cell("test_softmax", "check_softmax(softmax)",
+                                                   kind | {"traceback": ["尚未实现"] * 12})],
+              "a check that ran clean": released[:2] + [cell("test_softmax_hidden", "check_softmax(softmax)")]}
+    for name, cells in broken.items():
+        with pytest.raises(AssertionError):
+            assert_stubs_fail_kindly({"cells": cells})
+        print(name, "refused")
