@@ -151,12 +151,7 @@ def pytest_collection_modifyitems(config, items):
 
 def _units(items) -> list[list]:
     """items in runs that one worker takes whole: a ONE_WORKER file's tests together, every other test alone."""
-    units, by_file = [], {}
+    units: dict[str, list] = {}
     for item in items:
-        if item.path.name not in ONE_WORKER:
-            units.append([item])
-        elif item.path.name in by_file:
-            by_file[item.path.name].append(item)
-        else:
-            units.append(by_file.setdefault(item.path.name, [item]))
-    return units
+        units.setdefault(item.path.name if item.path.name in ONE_WORKER else item.nodeid, []).append(item)
+    return list(units.values())
