@@ -11,8 +11,10 @@ import contextlib
 import importlib
 import inspect
 import io
+import multiprocessing
 import pkgutil
 import signal
+import traceback
 import types
 import warnings
 
@@ -86,7 +88,31 @@ def passes(exercise: str, candidate) -> bool:
 
 def passing_candidates(package: types.ModuleType, exercises: list[str], skip: tuple[str, ...] = (),
                        without_oracles: bool = False) -> list[str]:
-    """``exercise <- candidate`` for every candidate of ``package`` that passes an exercise's full check."""
+    """``exercise <- candidate`` for every candidate of ``package`` that passes an exercise's full check.
+
+    The search runs in a forked child of this process: a try cut short by its alarm can stop a first import
+    half-way (seen: sympy, which torch imports lazily, and transformers' lazy names, broken for every later
+    test of the same pytest worker); the child takes such a module with it."""
+    receive, send = multiprocessing.Pipe(duplex=False)
+
+    def search() -> None:
+        try:
+            send.send(("hits", _search(package, exercises, skip, without_oracles)))
+        except BaseException:  # noqa: BLE001 — reported to the parent, which raises
+            send.send(("error", traceback.format_exc()))
+
+    child = multiprocessing.get_context("fork").Process(target=search)
+    child.start()
+    send.close()
+    kind, value = receive.recv()
+    child.join()
+    if kind == "error":
+        raise RuntimeError(f"the candidate search failed in its child process:\n{value}")
+    return value
+
+
+def _search(package: types.ModuleType, exercises: list[str], skip: tuple[str, ...],
+            without_oracles: bool) -> list[str]:
     found = candidates(package, skip, without_oracles)
     hits = []
     for exercise in exercises:

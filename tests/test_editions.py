@@ -6,6 +6,8 @@ tests/test_class_edition.py builds and installs the real edition.
 """
 from __future__ import annotations
 
+import sys
+
 import pytest
 import torch
 
@@ -99,3 +101,20 @@ def test_the_full_package_fails_that_test():
     assert {"attention <- utils.reference.attention", "Head <- utils.reference.Head"} <= {
         h.replace("s03_single_head_attention.", "") for h in hits}, hits
     assert "attention <- utils.checks.s03.softmax_attention" in hits
+
+
+def test_the_answer_search_leaves_this_process_as_it_was(tmp_path, monkeypatch):
+    """A candidate that imports a package taking longer than a try's alarm does it in the search's child
+    process: the half-done import (its first submodule loaded, the package itself gone) cannot reach the
+    later tests of this worker, as a half-imported sympy once did."""
+    (tmp_path / "searched").mkdir()
+    (tmp_path / "searched" / "__init__.py").write_text(
+        "def candidate(*args, **kwargs):\n    import slow_package\n", encoding="utf-8")
+    (tmp_path / "slow_package").mkdir()
+    (tmp_path / "slow_package" / "__init__.py").write_text("from . import part\nimport time\ntime.sleep(5)\n",
+                                                           encoding="utf-8")
+    (tmp_path / "slow_package" / "part.py").write_text("", encoding="utf-8")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    import searched
+    assert passing_candidates(searched, ["softmax"]) == []
+    assert not [name for name in sys.modules if name.startswith("slow_package")]
