@@ -18,6 +18,7 @@
 
 Submissions are the learner notebooks with every exercise solved (demos included), so each
 one costs what a real, finished submission costs. Grading happens in a temporary course.
+Each row is reported on stderr as soon as it is measured (the table, on stdout, comes at the end).
 """
 from __future__ import annotations
 
@@ -25,6 +26,7 @@ import argparse
 import contextlib
 import datetime
 import io
+import itertools
 import json
 import os
 import platform
@@ -33,6 +35,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -47,7 +50,8 @@ from .execute import execute
 from .grade import child_env, nbgrader_cmd
 from .notebook_format import cell_kind, exercises, grade_id, read
 
-PARTS = ("notebooks", "checks", "grading", "floor")
+PARTS = {"notebooks": "每个 notebook 从头到尾（solutions/ 与 notebooks/）", "checks": "检查函数",
+         "grading": "评分吞吐量", "floor": "下限：启动内核 + import torch"}
 GRADED_SECTIONS = ["01_qkv_and_scores", "03_single_head_attention"]
 
 
@@ -59,14 +63,14 @@ class Row:
 
 # --- notebooks and checks ----------------------------------------------------------------------
 
-def notebook_rows(kind: str) -> list[Row]:
+def notebook_rows(kind: str) -> Iterator[Row]:
     """Wall time of every notebook of ``solutions`` or ``notebooks``, then their sum."""
-    rows, total = [], 0.0
+    total = 0.0
     for section in section_ids():
         _, seconds = execute(ROOT / kind / section / f"{section}.ipynb", allow_errors=kind == RELEASE_DIR)
         total += seconds
-        rows.append(Row(f"{kind}/{section}", f"{seconds:.1f} 秒"))
-    return rows + [Row(f"{kind}/ 合计", f"{total:.1f} 秒")]
+        yield Row(f"{kind}/{section}", f"{seconds:.1f} 秒")
+    yield Row(f"{kind}/ 合计", f"{total:.1f} 秒")
 
 
 def check_rows(slowest: int = 3) -> list[Row]:
@@ -135,12 +139,11 @@ GRADING_VARIANTS = {"": "",
                     "，渲染演示图": "c.ResilientExecute.draw_figures = True\n"}
 
 
-def grading_rows(sections: list[str], students: int, jobs: int, class_size: int) -> list[Row]:
+def grading_rows(sections: list[str], students: int, jobs: int, class_size: int) -> Iterator[Row]:
     """Submissions per minute for each section: plain nbgrader (its own defaults), sequential nbgrader
     with the course's configuration and autograder.grade, the latter also with kernels started one by
     one (``fork_kernels = False``), with the figures rendered (``draw_figures = True``), and for a whole
     class (start-up shared by more students); and how many times faster autograder.grade is."""
-    rows = []
     parallel_cmd = [sys.executable, "-m", "autograder.grade", "--jobs", str(jobs)]
     with tempfile.TemporaryDirectory() as tmp:
         for section in sections:
@@ -155,24 +158,22 @@ def grading_rows(sections: list[str], students: int, jobs: int, class_size: int)
                 with (course / "nbgrader_config.py").open("a", encoding="utf-8") as f:
                     f.write(config)
             t_plain = timed(nbgrader_cmd("autograde", section, "--force"), plain, 1)
-            rows.append(Row(f"{section}：nbgrader autograde，nbgrader 自己的默认配置（顺序，{students} 份）",
-                            per_minute(students, t_plain)))
+            yield Row(f"{section}：nbgrader autograde，nbgrader 自己的默认配置（顺序，{students} 份）",
+                      per_minute(students, t_plain))
             t_seq = timed(nbgrader_cmd("autograde", section, "--force"), sequential, 1)
-            rows.append(Row(f"{section}：nbgrader autograde，课程配置（顺序，{students} 份）",
-                            per_minute(students, t_seq)))
+            yield Row(f"{section}：nbgrader autograde，课程配置（顺序，{students} 份）", per_minute(students, t_seq))
             t_par = {}
             for course, name in zip(variants, GRADING_VARIANTS):
                 t_par[name] = timed([*parallel_cmd, section], course, jobs)
-                rows.append(Row(f"{section}：autograder.grade --jobs {jobs}{name}",
-                                f"{60 * students / t_par[name]:.1f} 份/分钟"))
-            rows.append(Row(f"{section}：autograder.grade ÷ nbgrader 默认配置", f"快 {t_plain / t_par['']:.2f}×"))
-            rows.append(Row(f"{section}：autograder.grade ÷ 课程配置顺序评分", f"快 {t_seq / t_par['']:.2f}×"))
+                yield Row(f"{section}：autograder.grade --jobs {jobs}{name}",
+                          f"{60 * students / t_par[name]:.1f} 份/分钟")
+            yield Row(f"{section}：autograder.grade ÷ nbgrader 默认配置", f"快 {t_plain / t_par['']:.2f}×")
+            yield Row(f"{section}：autograder.grade ÷ 课程配置顺序评分", f"快 {t_seq / t_par['']:.2f}×")
             whole_class = Path(tmp) / section / "class"
             make_course(whole_class, [section], class_size)
             t_class = timed([*parallel_cmd, section], whole_class, jobs)
-            rows.append(Row(f"{section}：autograder.grade --jobs {jobs}，{class_size} 份",
-                            f"{60 * class_size / t_class:.1f} 份/分钟"))
-    return rows
+            yield Row(f"{section}：autograder.grade --jobs {jobs}，{class_size} 份",
+                      f"{60 * class_size / t_class:.1f} 份/分钟")
 
 
 def floor_seconds(repeats: int = 3) -> float:
@@ -196,6 +197,18 @@ def table(rows: list[Row]) -> str:
     return header + "| 项目 | 结果 |\n|---|---|\n" + "".join(f"| {r.what} | {r.value} |\n" for r in rows)
 
 
+def reported(part: str, measure: Callable[[], Iterable[Row]], started: float) -> Iterator[Row]:
+    """The rows of ``measure()`` as they are measured, each also printed on stderr with the time spent so far."""
+    def say(text: str) -> None:
+        minutes, seconds = divmod(int(time.monotonic() - started), 60)
+        print(f"[{minutes:2d}:{seconds:02d}] {text}", file=sys.stderr, flush=True)
+
+    say(f"{PARTS[part]}……")
+    for row in measure():
+        say(f"  {row.what}：{row.value}")
+        yield row
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--parts", nargs="+", choices=PARTS, default=list(PARTS))
@@ -204,15 +217,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--class-size", type=int, default=40, help="students of the whole-class grading run")
     parser.add_argument("--jobs", type=int, default=os.cpu_count() or 1)
     args = parser.parse_args(argv)
-    rows: list[Row] = []
-    if "notebooks" in args.parts:
-        rows += notebook_rows(SOURCE_DIR) + notebook_rows(RELEASE_DIR)
-    if "checks" in args.parts:
-        rows += check_rows()
-    if "grading" in args.parts:
-        rows += grading_rows(args.sections, args.students, args.jobs, args.class_size)
-    if "floor" in args.parts:
-        rows.append(Row("下限：启动内核 + import torch", f"{floor_seconds():.2f} 秒/份"))
+    measure = {"notebooks": lambda: itertools.chain(notebook_rows(SOURCE_DIR), notebook_rows(RELEASE_DIR)),
+               "checks": check_rows,
+               "grading": lambda: grading_rows(args.sections, args.students, args.jobs, args.class_size),
+               "floor": lambda: [Row("下限：启动内核 + import torch", f"{floor_seconds():.2f} 秒/份")]}
+    started, rows = time.monotonic(), []
+    for part in (p for p in PARTS if p in args.parts):
+        rows += reported(part, measure[part], started)
     print(table(rows))
     return 0
 

@@ -5,10 +5,11 @@
 * docs/misconceptions.md        the table of check codes
 * utils/data/course_prose.txt   the prose of every section, the text section 10's model learns
 * utils/checks/fixtures/*.pt    what the checks' oracles return on the visible cases: the class edition's
-                                checks compare with these (autograder/fixtures.py)
+                                checks compare with these (autograder/fixtures.py; recorded from the bug
+                                bank by tests/record_fixtures.py, which `python3 course.py build` runs next)
 * notebooks/<id>/<id>.ipynb     learner notebooks, made by `nbgrader generate_assignment`
 
-    python -m autograder.build            (what `python3 course.py build` runs)
+    python -m autograder.build            (what `python3 course.py build` runs, before tests.record_fixtures)
     python -m autograder.build 06_complexity_and_memory   only these sections' notebooks and modules
 """
 from __future__ import annotations
@@ -24,7 +25,6 @@ from pathlib import Path
 
 from utils.checks.codes import markdown_table
 
-from . import fixtures
 from .config import RELEASE_DIR, SOURCE_DIR
 from .notebook_format import canonical, cell_kind, dumps, exercises, read
 
@@ -163,7 +163,6 @@ def main(only: list[str] | None = None) -> None:
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text(text, encoding="utf-8")
         print(f"wrote {path.relative_to(ROOT)}")
-    fixtures.main()
     for sid, text in learner_notebooks(only=only).items():
         out = ROOT / RELEASE_DIR / sid / f"{sid}.ipynb"
         out.parent.mkdir(parents=True, exist_ok=True)

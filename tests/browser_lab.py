@@ -2,11 +2,10 @@
 
 The server listens on loopback with a token and keeps its config, runtime, settings and
 workspaces in a temporary directory; the browser is the system Chromium driven by Playwright
-(no browser download). ``why_no_browser()`` says what is missing when that cannot be had.
+(no browser download); tests/conftest.py's needs("chromium") says what is missing when that cannot be had.
 """
 from __future__ import annotations
 
-import importlib.util
 import json
 import os
 import shutil
@@ -31,20 +30,6 @@ COPIED = ["autograder", "notebooks", "solutions", "utils", "nbgrader_config.py",
 # No news pop-up over the screenshots either.
 TEST_SETTINGS = {"@jupyterlab/notebook-extension/tracker.jupyterlab-settings": {"windowingMode": "none"},
                  "@jupyterlab/apputils-extension/notification.jupyterlab-settings": {"fetchNews": "false"}}
-
-
-def why_no_browser() -> str | None:
-    """Why the real-browser test cannot run here, or None."""
-    if importlib.util.find_spec("playwright") is None:
-        return "Python package playwright missing (pip install playwright; no browser download needed)"
-    if CHROMIUM is None:
-        return "Chromium missing (apt-get install chromium; .ci/run does this as root)"
-    if shutil.which("fc-list") is None:
-        return "fontconfig's fc-list missing: cannot tell whether a CJK font is installed (apt-get install fontconfig)"
-    fonts = subprocess.run(["fc-list", ":lang=zh-cn", "family"], capture_output=True, text=True).stdout
-    if "Noto Sans CJK" not in fonts:
-        return "no CJK font for Chromium (apt-get install fonts-noto-cjk; .ci/run does this as root)"
-    return None
 
 
 def copy_course(destination: Path) -> Path:

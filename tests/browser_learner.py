@@ -10,6 +10,10 @@ from pathlib import Path
 STDERR = '[data-mime-type="application/vnd.jupyter.stderr"]'
 # Raw TeX that MathJax would have replaced: $…$, $$…$$, \frac, \sqrt, …
 RAW_TEX = re.compile(r"\$[^$\s][^$]*\$|\\(?:frac|sqrt|mathbb|mathrm|text|operatorname|sum|top|begin)\b")
+# The learner's JupyterLab is in Simplified Chinese (course.py's LAB_DEFAULTS, the language pack): the menus
+# as the learner reads them, and as the README and section 00 name them (tests/test_quickstart.py).
+RUN_MENU, RUN_ALL, RUN_BELOW = "运行", "运行所有单元格", "运行选中的单元格及以下所有"
+IDLE = "空闲"   # the status bar's "Python 3 (ipykernel) | 空闲"
 
 
 class Learner:
@@ -103,12 +107,12 @@ class Learner:
         self.wait_idle(timeout=90)
 
     def kernel_idle(self) -> bool:
-        """Both the status bar ("Python 3 (ipykernel) | Idle") and the toolbar's indicator say idle:
+        """Both the status bar ("Python 3 (ipykernel) | 空闲") and the toolbar's indicator say idle:
         the toolbar alone reads idle about a second before the kernel is connected."""
         status = " ".join(self.page.locator(".jp-StatusBar-TextItem").all_inner_texts())
         indicator = self.page.locator(".jp-Notebook-ExecutionIndicator").first
         busy = indicator.count() and indicator.get_attribute("data-status") not in (None, "idle")
-        return re.search(r"\| Idle\b", status) is not None and not busy
+        return re.search(rf"\| {IDLE}", status) is not None and not busy
 
     def wait_idle(self, timeout: float = 120) -> None:
         """Wait until the kernel is idle and no cell is queued or running, steadily (1 s)."""
@@ -129,17 +133,29 @@ class Learner:
         self.page.locator(".lm-MenuBar-itemLabel", has_text=re.compile(f"^{menu}$")).click()
         self.page.locator(".lm-Menu-itemLabel", has_text=re.compile(f"^{re.escape(item)}$")).click()
 
+    def menu_labels(self, path: list[str]) -> list[str]:
+        """The labels of the menu reached through ``path`` (a main-menu title, then submenus), as shown."""
+        self.page.locator(".lm-MenuBar-itemLabel", has_text=re.compile(f"^{re.escape(path[0])}$")).click()
+        for submenu in path[1:]:
+            self.page.locator(".lm-Menu:visible .lm-Menu-itemLabel",
+                              has_text=re.compile(f"^{re.escape(submenu)}$")).last.hover()
+            self.page.wait_for_timeout(500)
+        labels = self.page.locator(".lm-Menu:visible").last.locator(".lm-Menu-itemLabel").all_inner_texts()
+        for _ in path:
+            self.page.keyboard.press("Escape")
+        return labels
+
     def run_everything(self) -> int:
         """Run All; where it stops at a failing check, carry on from the first cell that did not run.
         Returns how many times it had to carry on."""
-        self.menu("Run", "Run All Cells")
+        self.menu(RUN_MENU, RUN_ALL)
         self.wait_ran(0)
         restarts = 0
         while (first := self.first_not_run()) is not None:
             restarts += 1
             assert restarts <= 20, "Run All keeps stopping"
             self.code_cells().nth(first).locator(".jp-InputArea-prompt").click()
-            self.menu("Run", "Run Selected Cell and All Below")
+            self.menu(RUN_MENU, RUN_BELOW)
             self.wait_ran(first)
         return restarts
 

@@ -1,7 +1,12 @@
 from __future__ import annotations
 
 import fnmatch
+import functools
+import importlib.util
 import os
+import shutil
+import subprocess
+from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
@@ -58,11 +63,118 @@ QUICK = ("test_notebooks_run.py::test_solution_notebook_runs_and_passes_its_chec
 
 # --- security: under CI a skipped one fails ----------------------------------------------------
 
-# What proves that grading is safe (the sandbox, links, bad submissions, the checks' guard, the
+# What proves that grading is safe (the sandbox, links, bad submissions, verdicts no kernel can forge, the
 # Hub's accounts). Skipping one on a machine without bwrap or a Hub is fine on a laptop; in CI it
 # would let a broken sandbox pass, so there a skip is a failure that gives the skip's reason.
-SECURITY = ("test_sandbox*.py", "test_link_attacks.py", "test_bad_submissions.py", "test_check_guard.py",
-            "test_hub.py")
+SECURITY = ("test_sandbox*.py", "test_link_attacks.py", "test_bad_submissions.py", "test_forged_verdicts.py",
+            "test_hub*.py")
+
+
+# --- what a test needs from the machine: @pytest.mark.needs("bwrap", ...) ---------------------------
+
+# A newcomer's machine has no bubblewrap, Chromium, PostgreSQL or root. A test that needs one says so with
+# the marker; where one is missing it skips, naming what is missing and the command that provides it
+# (under CI a security test's skip is still a failure, below). The probes look where the test's own code
+# looks: programs on PATH (PostgreSQL through pg_config, which Debian's postgresql-common puts there),
+# the grader's own sandbox check, the effective user id.
+
+
+@dataclass(frozen=True)
+class Missing:
+    reason: str
+    enable: str   # the command that provides it
+
+
+def _bwrap() -> Missing | None:
+    from autograder import sandbox   # the grader's own check: the tests sandbox exactly where grading does
+
+    if sandbox.unavailable_reason() is None:
+        return None
+    if shutil.which("bwrap") is None:
+        return Missing("bubblewrap is not installed: grading cannot sandbox student code here",
+                       "sudo apt-get install bubblewrap")
+    return Missing(f"bwrap cannot sandbox here: {sandbox.unavailable_reason()}",
+                   "allow unprivileged user namespaces: sudo sysctl -w kernel.unprivileged_userns_clone=1 "
+                   "(Ubuntu 24.04+: sudo sysctl -w kernel.apparmor_restrict_unprivileged_userns=0)")
+
+
+def _chromium() -> Missing | None:
+    if importlib.util.find_spec("playwright") is None:
+        return Missing("the Python package playwright is not installed", "python3 course.py test (installs .[dev])")
+    if shutil.which("chromium") is None and shutil.which("chromium-browser") is None:
+        return Missing("Chromium is not installed (Playwright drives the system's)", "sudo apt-get install chromium")
+    if shutil.which("fc-list") is None:
+        return Missing("fontconfig's fc-list is missing: cannot tell whether a CJK font is installed",
+                       "sudo apt-get install fontconfig")
+    fonts = subprocess.run(["fc-list", ":lang=zh-cn", "family"], capture_output=True, text=True).stdout
+    if "Noto Sans CJK" not in fonts:
+        return Missing("no CJK font for Chromium", "sudo apt-get install fonts-noto-cjk")
+    return None
+
+
+def postgres_programs() -> Path | None:
+    """The folder of PostgreSQL's initdb, pg_ctl …: on PATH, or Debian's /usr/lib/postgresql/<version>/bin
+    that its pg_config names; None where PostgreSQL is not installed."""
+    initdb = shutil.which("initdb")
+    if initdb is not None:
+        return Path(initdb).resolve().parent
+    pg_config = shutil.which("pg_config")
+    if pg_config is None:
+        return None
+    found = subprocess.run([pg_config, "--bindir"], capture_output=True, text=True).stdout.strip()
+    return Path(found) if found and (Path(found) / "initdb").exists() else None
+
+
+def _postgres() -> Missing | None:
+    if postgres_programs() is None:
+        return Missing("PostgreSQL is not installed", "sudo apt-get install postgresql")
+    if importlib.util.find_spec("psycopg") is None:
+        return Missing("the Python package psycopg is not installed", "python3 course.py test (installs .[dev])")
+    return None
+
+
+def _root() -> Missing | None:
+    if os.geteuid() == 0:
+        return None
+    return Missing("not root: the test creates Unix accounts and starts servers as them",
+                   "sudo python3 course.py test tests/test_hub.py")
+
+
+def _jupyterhub() -> Missing | None:
+    for tool in ("useradd", "userdel", "runuser"):
+        if shutil.which(tool) is None:
+            return Missing(f"{tool} is missing", "sudo apt-get install passwd util-linux")
+    if shutil.which("configurable-http-proxy") is None:
+        return Missing("configurable-http-proxy (JupyterHub's proxy) is not installed",
+                       "sudo apt-get install npm && sudo npm install -g configurable-http-proxy@5")
+    if importlib.util.find_spec("jupyterhub") is None:
+        return Missing("the Python package jupyterhub is not installed", "python3 course.py test (installs .[dev])")
+    return None
+
+
+NEEDS = {"bwrap": _bwrap, "chromium": _chromium, "postgres": _postgres, "root": _root, "jupyterhub": _jupyterhub}
+
+
+@functools.cache
+def missing(need: str) -> Missing | None:
+    """What the machine lacks for ``need`` (a key of NEEDS), or None."""
+    if need not in NEEDS:
+        raise KeyError(f"@pytest.mark.needs({need!r}): no such need; tests/conftest.py's NEEDS has {sorted(NEEDS)}")
+    return NEEDS[need]()
+
+
+def skip_reason(needs) -> str | None:
+    """The skip message of a test that needs ``needs``: each missing one with its command; None if none is."""
+    gaps = [(need, missing(need)) for need in needs]
+    return "; ".join(f"needs {need}: {gap.reason} — to run it: {gap.enable}" for need, gap in gaps if gap) or None
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_runtest_setup(item):
+    """Before any fixture is set up (a module's may take a minute)."""
+    reason = skip_reason([need for marker in item.iter_markers("needs") for need in marker.args])
+    if reason:
+        pytest.skip(reason)
 
 
 def pytest_addoption(parser):
@@ -74,6 +186,8 @@ def pytest_addoption(parser):
 def pytest_configure(config):
     config.addinivalue_line("markers", "quick: in the quick tier although slow (tests/conftest.py's QUICK)")
     config.addinivalue_line("markers", "security: proves grading safe; under CI its skip is a failure")
+    config.addinivalue_line("markers", "needs(*what): skips where the machine lacks one of NEEDS (tests/conftest.py), "
+                                       "naming the command that provides it")
 
 
 def in_ci() -> bool:

@@ -19,9 +19,9 @@ import pytest
 from utils.checks.core import FAIL_MARK, PASS_MARK
 
 from .bugbank import all_variants
-from .browser_lab import CHROMIUM, CHROMIUM_ARGS, Lab, copy_course, why_no_browser
+from .browser_lab import CHROMIUM, CHROMIUM_ARGS, Lab, copy_course
 from .browser_learner import Learner
-from .conftest import ROOT
+from .conftest import ROOT, load_notebook
 
 # section -> the exercise typed in by the learner (right and wrong versions come from the bug bank).
 # Two sections, a function and one using torch ops on heads: each costs a minute of the suite's 12, and
@@ -34,14 +34,11 @@ ARTIFACTS = ROOT / "test-artifacts" / "browser"
 CHINESE = re.compile(r"[\u4e00-\u9fff]")
 VISIBLE_CHECK = re.compile(r"^check_(\w+)\(\1\)\s*$")
 
-pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("browser")]
+pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("browser"), pytest.mark.needs("chromium")]
 
 
 @pytest.fixture(scope="module")
 def lab(tmp_path_factory):
-    reason = why_no_browser()
-    if reason:
-        pytest.skip(reason)
     scratch = tmp_path_factory.mktemp("lab")
     server = Lab(copy_course(scratch / "course"), scratch / "server")
     yield server
@@ -93,7 +90,37 @@ def test_a_learner_works_through_the_section_in_jupyterlab(section, lab, learner
     print(f"{section}: {time.monotonic() - start:.0f} s, screenshots in {learner.artifacts}")
 
 
+# "**运行 → 运行所有单元格**": a menu path as the README and section 00 tell the learner to follow it
+MENU_PATH = re.compile(r"\*\*((?:[^*\n，。]{1,40} → )+[^*\n，。]{1,40})\*\*")
+
+
+def documented_menu_paths() -> list[list[str]]:
+    texts = [(ROOT / "README.md").read_text(encoding="utf-8")]
+    texts += [cell["source"] for cell in load_notebook("solutions", "00_start_here")["cells"]
+              if cell["cell_type"] == "markdown"]
+    return [path.split(" → ") for text in texts for path in MENU_PATH.findall(text)]
+
+
+def test_the_menus_the_course_names_are_the_ones_the_learner_sees(lab, browser):
+    """JupyterLab in Simplified Chinese: every menu path the README and section 00 name is there, word for
+    word (the language pack composes some labels, so only the real menus can tell)."""
+    paths = documented_menu_paths()
+    assert ["运行", "运行所有单元格"] in paths and ["设置", "语言", "English - English"] in paths
+    context = browser.new_context(viewport={"width": 1400, "height": 1000})
+    try:
+        learner = Learner(context.new_page(), ARTIFACTS / "menus")
+        learner.open(lab.url("notebooks/00_start_here/00_start_here.ipynb"))
+        missing = [" → ".join(path) for path in paths if path[-1] not in learner.menu_labels(path[:-1])]
+    finally:
+        context.close()
+        lab.shut_down_kernels()
+    assert not missing, f"named in the README or section 00, not in JupyterLab's menus: {missing}"
+
+
 def assert_page_reads_right(learner: Learner) -> None:
+    # JupyterLab in Simplified Chinese marks the page zh-CN: what makes Chromium pick the Simplified
+    # Chinese glyphs of a CJK font (it takes Noto Sans CJK's Japanese ones for a page that says en)
+    assert learner.page.evaluate("document.documentElement.lang") == "zh-CN", "the page does not say zh-CN"
     assert learner.typeset_formulas() > 0, "MathJax typeset nothing"
     assert learner.raw_tex() == [], "raw TeX left in the Markdown"
 

@@ -1,5 +1,5 @@
 """The README's first Quick start command really opens JupyterLab on the course, in the learner's
-working copy (utils/working_copy.py), which it makes on the first run."""
+working copy (utils/working_copy.py), which it makes on the first run, in Simplified Chinese."""
 from __future__ import annotations
 
 import json
@@ -68,6 +68,12 @@ def test_course_py_lab_serves_the_first_notebook_of_a_new_working_copy(tmp_path)
         release = ROOT / "notebooks" / "00_start_here" / "00_start_here.ipynb"
         assert (work / "00_start_here" / "00_start_here.ipynb").read_bytes() == release.read_bytes()
         assert "python3" in get(f"{base}/api/kernelspecs")["kernelspecs"]
+        # the interface in Simplified Chinese by default: course.py's default setting, and the language pack
+        # that makes it take effect (without it JupyterLab stays English and the page says en)
+        settings = get(f"{base}/lab/api/settings/@jupyterlab/translation-extension:plugin")
+        assert settings["schema"]["properties"]["locale"]["default"] == "zh_CN"   # a default: a user setting wins
+        assert "locale" not in settings["settings"]
+        assert get(f"{base}/lab/api/translations/zh_CN")["data"]["jupyterlab"][""]["language"] == "zh-CN"
     finally:
         os.killpg(server.pid, signal.SIGTERM)
         server.wait(timeout=30)

@@ -20,12 +20,12 @@ PACKAGES = ("torch", "numpy", "matplotlib", "ipywidgets", "jupyterlab", "nbgrade
 # (module, distribution, what it is for): what the notebooks cannot run without
 REQUIRED = (("torch", "torch", "张量与注意力的全部计算"), ("numpy", "numpy", "PyTorch 与画图都用它"),
             ("matplotlib", "matplotlib", "画图"), ("ipywidgets", "ipywidgets", "滑块等交互控件"))
-MIN_PYTHON = (3, 10)
+MIN_PYTHON = (3, 11)   # course.py SUPPORTED_PYTHON[0], pyproject requires-python (tests/test_setup.py)
 # The newest PyTorch API the course calls sets the minimum (pyproject.toml's torch range starts here too;
 # tests/test_env_preflight.py finds the APIs in the repo and keeps the two in step).
 MIN_TORCH = (2, 5)
 MIN_TORCH_WHY = "07 节用的 F.scaled_dot_product_attention(..., enable_gqa=True) 从 PyTorch 2.5 起才有"
-FIX = "在仓库根目录运行 `python3 course.py setup`，然后重启内核（Kernel → Restart Kernel…）再从头运行。"
+FIX = "在仓库根目录运行 `python3 course.py setup`，然后重启内核（内核 → 重启内核…）再从头运行。"
 # Chinese fonts: the one mplfonts ships, then common system fonts (file names, lower case)
 _CJK_FONT_FILES = re.compile(r"notosanscjk|notoserifcjk|sourcehansans|msyh|simhei|simsun|pingfang|stheiti|"
                              r"wqy|wenquanyi|notosanssc|droidsansfallback", re.IGNORECASE)

@@ -23,6 +23,7 @@ import re
 import subprocess
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -219,15 +220,24 @@ async def check_section(section: Section, learner: nbformat.NotebookNode, folder
         judge(exercise, ran.get(exercise.name), ran.get(f"test_{exercise.name}"))
 
 
-def course_progress(root: Path = ROOT, jobs: int | None = None) -> list[Section]:
-    """Every section's progress, from the learner's notebooks (:func:`learner_folder`); ``jobs`` kernels at a time."""
+def course_progress(root: Path = ROOT, jobs: int | None = None,
+                    checked: Callable[[Section, int, int], None] | None = None) -> list[Section]:
+    """Every section's progress, from the learner's notebooks (:func:`learner_folder`); ``jobs`` kernels at a time.
+    ``checked(section, done, total)`` is called as each section's check ends."""
     prepared = [prepare(root, s) for s in section_ids(root)]
     folder = learner_folder(root)
+    to_check = [(section, learner) for section, learner in prepared if learner is not None]
+    done = []
+
+    async def check_one(section: Section, learner: nbformat.NotebookNode, slots: asyncio.Semaphore) -> None:
+        await check_section(section, learner, folder / section.id, slots)
+        done.append(section)
+        if checked is not None:
+            checked(section, len(done), len(to_check))
 
     async def check_all() -> None:
         slots = asyncio.Semaphore(jobs or max(2, os.cpu_count() or 2))
-        await asyncio.gather(*(check_section(section, learner, folder / section.id, slots)
-                               for section, learner in prepared if learner is not None))
+        await asyncio.gather(*(check_one(section, learner, slots) for section, learner in to_check))
 
     _in_own_thread(lambda: asyncio.run(check_all()))  # a notebook's kernel already runs an event loop
     return [section for section, _ in prepared]
@@ -289,7 +299,8 @@ def show_progress(root: Path = ROOT) -> None:
     print(f"正在用全新的内核运行 {learner_folder(root)} 里你的练习和检查单元格（不运行演示，也不会改动你的 notebook；"
           "读的是保存过的版本，先按 Ctrl+S 保存）……", flush=True)
     start = time.perf_counter()
-    sections = course_progress(root)
+    sections = course_progress(root, checked=lambda section, done, total: print(
+        f"  已检查 {done}/{total} 节：{section.title}（{time.perf_counter() - start:.0f} 秒）", flush=True))
     print(render(sections))
     print(f"（用时 {time.perf_counter() - start:.0f} 秒）")
 
