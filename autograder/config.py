@@ -29,30 +29,33 @@ def configure(c, course_root: str | None = None) -> None:
         "nbgrader.preprocessors.OverwriteCells",
         "nbgrader.preprocessors.CheckCellMetadata",
     ]
-    # Student code runs in kernels sealed by bubblewrap (autograder/sandbox.py): no access to
-    # solutions/, the gradebook, other students or the grader; without bwrap it warns and runs
-    # unsandboxed (docs/instructor_guide.md §6.3). Only grading: learners' JupyterLab is not.
+    # Submissions are read through the course's exporter (autograder/submission.py): a file that is no
+    # notebook is kept and graded as the released notebook with a note, pasted cell ids are repaired,
+    # and grading that raises is tried once more; the same for nbgrader autograde and autograder.grade.
+    c.Autograde.exporter_class = "autograder.submission.SubmissionExporter"
+    # Student code runs in kernels sealed by bubblewrap (autograder/sandbox.py), started by the
+    # course's kernel provisioner (autograder/provisioner.py): no access to solutions/, the gradebook,
+    # other students or the grader; without bwrap it warns and runs unsandboxed (docs/instructor_guide.md
+    # §6.3). Only grading: learners' JupyterLab is not.
     c.ResilientExecute.sandbox = True
     # Each sandboxed kernel is forked from a zygote that imported torch and matplotlib once per
     # grading process (autograder/kernel_pool.py): about half of what a submission used to cost.
     # Between two kernels the zygote clears its sandbox (autograder/zygote.py). False starts every
     # kernel on its own in bwrap.
     c.ResilientExecute.fork_kernels = True
-    # Each sandbox (a kernel and all it starts) has no network and these limits (autograder/sandbox.py):
-    # address space per process (grading section 11 peaks at 1.8 GB) and processes plus threads
-    # (an idle kernel has about 15; a fork bomb stops there).
-    c.ResilientExecute.memory_mb = 6144
-    c.ResilientExecute.max_processes = 256
+    # Each sandbox (a kernel and all it starts) has no network and the limits of c.GradingLimits
+    # (autograder/limits.py, where their values are): address space per process, processes plus
+    # threads, and for python -m autograder.grade the wall clock of a whole submission.
     # Figures are not rendered at grading time (utils/grading_backend.py), and the course's demo
     # figures not even built (@demo_figure, utils/plotting.py): they say nothing about the student,
     # and building and rendering them was more than half of grading a figure-heavy section (README's
     # benchmark). True builds and renders them and puts them back into the feedback.
     c.ResilientExecute.draw_figures = False
-    # Execution that survives a killed or hung kernel, then the integrity scan (see
-    # autograder/preprocessors.py); otherwise nbgrader's own autograde pipeline.
+    # Execution that survives a killed or hung kernel and whose graded test cells are decided by the
+    # judge outside the kernel (c.ResilientExecute.judge_tests, autograder/judge.py; each check with a
+    # fresh seed unless c.Judge.seed is set); otherwise nbgrader's own autograde pipeline.
     c.Autograde.autograde_preprocessors = [
         "autograder.preprocessors.ResilientExecute",
-        "autograder.preprocessors.IntegrityCheck",
         "nbgrader.preprocessors.IgnorePattern",
         "nbconvert.preprocessors.ClearMetadataPreprocessor",
         "nbgrader.preprocessors.LimitOutput",
@@ -60,6 +63,10 @@ def configure(c, course_root: str | None = None) -> None:
         "nbgrader.preprocessors.AssignLatePenalties",
         "nbgrader.preprocessors.CheckCellMetadata",
     ]
+    # Late hand-ins (after the assignment's due date plus the student's extension, if any; the hand-in
+    # time is the one `nbgrader collect` records): nbgrader's LateSubmissionPlugin scores them 0 (its
+    # default, "none", only records that they were late). docs/instructor_guide.md §9.
+    c.LateSubmissionPlugin.penalty_method = "zero"
     # A Python warning on stderr would otherwise score a passing test cell 0.
     c.IgnorePattern.enabled = True
     c.IgnorePattern.pattern = r":\d+: \w*Warning: "

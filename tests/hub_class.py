@@ -1,11 +1,11 @@
 """A throw-away class on a real JupyterHub (deploy/jupyterhub/classroom.py) and HTTP clients as
 its members: Unix accounts created for the test and removed afterwards, a temporary PostgreSQL
-gradebook, JupyterHub + configurable-http-proxy on loopback."""
+gradebook, JupyterHub + configurable-http-proxy on loopback, serving HTTPS with a certificate made
+for the test (the clients trust it and nothing else)."""
 from __future__ import annotations
 
 import os
 import pwd
-import shutil
 import subprocess
 import tempfile
 import time
@@ -15,26 +15,9 @@ from pathlib import Path
 import requests
 
 from deploy.jupyterhub.classroom import (ACCOUNT_COMMENT, Classroom, TemporaryPostgres, account_exists,
-                                         as_user, free_port, remove_account, setup, start)
+                                         as_user, free_port, remove_account, remove_student_group, setup, start)
 
 PASSWORD = "hub-test"
-
-
-def missing_tools() -> str | None:
-    """Why a real Hub cannot run here, or None."""
-    if os.geteuid() != 0:
-        return "needs root: it creates Unix accounts and starts servers as them"
-    for tool in ("useradd", "userdel", "runuser", "configurable-http-proxy"):
-        if shutil.which(tool) is None:
-            return f"{tool} is not installed (npm install -g configurable-http-proxy; see .ci/run)"
-    if not Path("/usr/lib/postgresql").is_dir() and shutil.which("initdb") is None:
-        return "PostgreSQL is not installed (apt-get install postgresql)"
-    try:
-        import jupyterhub  # noqa: F401
-        import psycopg  # noqa: F401
-    except ImportError as e:
-        return f"{e.name} is not installed (pip install -e '.[hub,dev]')"
-    return None
 
 
 class Member:
@@ -43,7 +26,7 @@ class Member:
 
     def __init__(self, hub: "Hub", name: str):
         self.hub, self.name = hub, name
-        login = requests.Session()
+        login = hub.session()
         login.get(hub.url("/hub/login"), timeout=30)
         xsrf = login.cookies.get("_xsrf")
         r = login.post(hub.url("/hub/login"), data={"username": name, "password": PASSWORD, "_xsrf": xsrf},
@@ -52,7 +35,7 @@ class Member:
         r = login.post(hub.url(f"/hub/api/users/{name}/tokens"), json={"note": "hub test", "expires_in": 3600},
                        headers={"X-XSRFToken": login.cookies.get("_xsrf", path="/hub/")}, timeout=30)
         assert r.status_code == 201, r.text
-        self.http = requests.Session()
+        self.http = hub.session()
         self.http.headers["Authorization"] = f"token {r.json()['token']}"
 
     def get(self, path: str, **kw) -> requests.Response:
@@ -76,6 +59,11 @@ class Member:
             time.sleep(0.5)
         raise TimeoutError(f"{self.name}'s server did not start:\n{self.hub.log()}")
 
+    def ids(self) -> tuple[int, int]:
+        """The account's uid and gid."""
+        entry = pwd.getpwnam(self.name)
+        return entry.pw_uid, entry.pw_gid
+
     def run(self, *cmd: str) -> subprocess.CompletedProcess:
         """A command as this Unix account (outside the Hub: what a terminal in its JupyterLab runs)."""
         env = {**self.hub.cls.server_environment("student"), "HOME": str(self.hub.cls.home(self.name))}
@@ -85,9 +73,18 @@ class Member:
 class Hub:
     def __init__(self, cls: Classroom, base: Path):
         self.cls, self.base = cls, base
+        self.cert = cls.ssl_cert   # the clients trust the test's own certificate
 
     def url(self, path: str) -> str:
-        return f"http://127.0.0.1:{self.cls.port}{path}"
+        return f"https://127.0.0.1:{self.cls.port}{path}"
+
+    def session(self) -> requests.Session:
+        """HTTP that trusts the test's certificate (not the environment's CA bundle, which a
+        REQUESTS_CA_BUNDLE would put before a session's own ``verify``)."""
+        session = requests.Session()
+        session.trust_env = False
+        session.verify = self.cert
+        return session
 
     def log(self, whole: bool = False) -> str:
         """The Hub's log, the servers' and the service's included (their output goes to it)."""
@@ -101,8 +98,8 @@ class Hub:
                 raise RuntimeError(f"JupyterHub exited ({proc.returncode}):\n{self.log()}")
             try:
                 # the service is up once the proxy routes to it (it answers with a login redirect)
-                if (requests.get(self.url("/hub/api/"), timeout=5).ok
-                        and requests.get(self.url(f"/services/{self.cls.course_id}/api/status"),
+                if (requests.get(self.url("/hub/api/"), timeout=5, verify=self.cert).ok
+                        and requests.get(self.url(f"/services/{self.cls.course_id}/api/status"), verify=self.cert,
                                          allow_redirects=False, timeout=5).status_code in (302, 403)):
                     return
             except requests.ConnectionError:
@@ -127,12 +124,32 @@ def is_leftover(user: str) -> bool:
         Path(tempfile.gettempdir())) and "attention-hub-" in entry.pw_dir
 
 
+def remove_in_background(folder: Path) -> None:
+    """``rm -rf folder`` left running: the class's two environments are some 130 000 hard links, whose
+    removal waits on the disk for half a minute on a busy machine; nothing else needs it finished."""
+    aside = folder.with_name(folder.name + "-removed")
+    folder.rename(aside)
+    subprocess.Popen(["rm", "-rf", str(aside)], start_new_session=True,
+                     stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+
+
+def make_certificate(folder: Path) -> tuple[str, str]:
+    """A self-signed certificate for 127.0.0.1 and its key (readable by root only, as a real one's key)."""
+    folder.mkdir(mode=0o700)
+    cert, key = folder / "cert.pem", folder / "key.pem"
+    subprocess.run(["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "1", "-subj", "/CN=127.0.0.1",
+                    "-addext", "subjectAltName=IP:127.0.0.1", "-keyout", str(key), "-out", str(cert)],
+                   check=True, capture_output=True)
+    return str(cert), str(key)
+
+
 @contextmanager
 def running_hub(students: list[str], instructors: list[str], others: list[str]):
-    """Accounts, folders, gradebook and a running Hub; all of it removed afterwards."""
+    """Accounts, folders, gradebook and a running Hub; all of it removed afterwards. The idle culler
+    looks every 5 s (it stops nothing: the timeout is the class's default hour)."""
     cls = Classroom(instructors=instructors, students=students, others=others, authenticator="dummy",
                     dummy_password=PASSWORD, ip="127.0.0.1", port=free_port(), hub_port=free_port(),
-                    proxy_api_port=free_port(), formgrader_port=free_port())
+                    proxy_api_port=free_port(), formgrader_port=free_port(), idle_cull_every=5)
     for user in filter(account_exists, cls.members):
         if is_leftover(user):   # of a run that was killed before it could clean up
             remove_account(user)
@@ -143,6 +160,7 @@ def running_hub(students: list[str], instructors: list[str], others: list[str]):
     base.chmod(0o755)  # the accounts must reach their homes and the class folders
     cls.root, cls.home_base = base / "class", base / "home"
     cls.home_base.mkdir()
+    cls.ssl_cert, cls.ssl_key = make_certificate(base / "tls")
     pg = TemporaryPostgres(base / "pg", free_port())
     cls.db_url = pg.url(cls.course_id)
     hub_proc = None
@@ -164,5 +182,6 @@ def running_hub(students: list[str], instructors: list[str], others: list[str]):
         if pg.data.exists():
             pg.stop()
         for user in cls.members:
-            remove_account(user)
-        shutil.rmtree(base, ignore_errors=True)
+            remove_account(user, remove_home=False)   # the homes are in base
+        remove_student_group(cls)
+        remove_in_background(base)

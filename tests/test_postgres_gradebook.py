@@ -2,7 +2,7 @@
 (``CourseDirectory.db_url``) written by the parallel grader's concurrent workers.
 
 Starts a throw-away PostgreSQL server (Debian's postgresql package) on a Unix socket in a
-temporary directory; skipped where PostgreSQL or psycopg2 is not installed.
+temporary directory; skipped where PostgreSQL or psycopg is not installed.
 """
 from __future__ import annotations
 
@@ -18,18 +18,10 @@ from autograder import grade
 from autograder.notebook_format import points, visible_and_hidden
 
 from .nbgrader_course import Course
-from .conftest import load_notebook
+from .conftest import load_notebook, postgres_programs
 from .test_grading import submit_bug_bank
 
 SECTION = "01_qkv_and_scores"
-
-
-def _postgres_bin() -> Path | None:
-    found = shutil.which("initdb")
-    if found:
-        return Path(found).resolve().parent  # the server's own bin/, which also has createdb
-    versions = sorted(Path("/usr/lib/postgresql").glob("*/bin/initdb"))
-    return versions[-1].parent if versions else None
 
 
 def _as_postgres(*cmd: str) -> list[str]:
@@ -39,10 +31,7 @@ def _as_postgres(*cmd: str) -> list[str]:
 
 @pytest.fixture
 def postgres_url():
-    pytest.importorskip("psycopg")  # SQLAlchemy 2.1 drives postgresql:// URLs with psycopg 3
-    bin_dir = _postgres_bin()
-    if bin_dir is None:
-        pytest.skip("PostgreSQL is not installed (apt-get install postgresql)")
+    bin_dir = postgres_programs()   # needs("postgres"): there, and psycopg (SQLAlchemy 2.1's driver) installed
     # Not under pytest's tmp_path: the postgres user must be able to reach it.
     base = Path(tempfile.mkdtemp(prefix="attention-pg-"))
     data, socket = base / "data", base / "socket"
@@ -63,6 +52,7 @@ def postgres_url():
 
 
 @pytest.mark.slow
+@pytest.mark.needs("postgres")
 def test_parallel_grading_into_a_postgresql_gradebook(postgres_url, tmp_path, monkeypatch):
     course_root = tmp_path / "course"
     config = course_root / "nbgrader_config.py"

@@ -7,6 +7,15 @@ nbgrader's JupyterHubAuthPlugin tells who may see the course from the Hub groups
 The gradebook is a PostgreSQL database reached over the local socket with peer authentication:
 only the grading account's role exists, so nobody else can connect to it.
 
+Nothing of the class runs from the repository it was set up from: students' servers run from the
+class edition installed in an environment of its own (root/class-edition/env), the grading account
+from a copy of the repository in its own 0700 home (~grader/course, with its environment .venv/).
+Both environments hold copies of this environment's third-party packages (hard links where on the
+same file system).
+nbgrader's filesystem exchange is collected by autograder.exchange.ExchangeCollect; the exchange's
+course folder is made here, before any student could, and only the course's students (the Unix
+group ``nbgrader-<course>``) may hand in (docs/jupyterhub.md §7).
+
     .venv/bin/python deploy/jupyterhub/classroom.py setup class.toml   # as root: accounts, folders, gradebook
     .venv/bin/python deploy/jupyterhub/classroom.py start class.toml   # as root: JupyterHub + proxy
     .venv/bin/python deploy/jupyterhub/classroom.py demo               # as root: a throw-away class to try
@@ -15,20 +24,23 @@ only the grading account's role exists, so nobody else can connect to it.
 
 What goes where (``root`` of class.toml, /srv/attention by default)::
 
-    root/class.toml         the class (root-owned, 0644: every server reads it)
+    root/class.toml         the class, as the Hub reads it (root, 0600: it may hold the demo's password)
     root/exchange/          nbgrader's filesystem exchange (root, 1777; see prepare_exchange)
     root/hub/               the Hub's database, cookie secret, proxy pid (root, 0700)
     root/etc/student/       Jupyter and nbgrader config of the students' servers (root, 0755)
     root/etc/grader/        ... of the grading account's formgrader service and its commands
-    root/class-edition/     the class edition of the course and the environment students run in
-    ~grader/<course>/       the course directory (solutions = nbgrader's source); the home is 0700
+    root/class-edition/     the class edition of the course and the environment students run in (env/)
+    ~grader/course/         the grading account's copy of the repository and its .venv/ (the home is 0700)
+    ~grader/<course>/       the course directory (solutions = nbgrader's source), 评分要点/ (rubrics)
 """
 from __future__ import annotations
 
 import argparse
+import importlib.metadata
 import json
 import os
 import pwd
+import re
 import shutil
 import signal
 import socket
@@ -47,6 +59,12 @@ HERE = Path(__file__).resolve().parent
 REPO = HERE.parent.parent
 HUB_CONFIG = HERE / "jupyterhub_config.py"
 SHARED_PREFIX = Path(sys.prefix)   # the course environment: torch, JupyterLab, nbgrader, JupyterHub
+COURSE_DISTRIBUTION = "attention-course"
+# Not copied into the grading account's copy of the repository: environments, caches, learners' work.
+NOT_COPIED = (".venv", ".git", "__pycache__", "*.egg-info", "build", ".pytest_cache", "test-artifacts", "my_work")
+RUBRICS = "评分要点"   # in the course directory: each section's reference answers and marking scheme
+# The grading account's nbgrader: a submission over this is not collected (nbgrader's default is 100 MB).
+MAX_SUBMISSION_KB = 20_000
 
 
 @dataclass
@@ -68,6 +86,13 @@ class Classroom:
     formgrader_port: int = 9999
     db_url: str = "postgresql+psycopg:///attention?host=/var/run/postgresql"
     answers_through: str = ""                              # the class edition's --answers-through
+    mem_limit_mb: int = 4096                               # each server (systemd: all its processes)
+    cpu_limit: float = 1.0                                 # CPUs of each server (systemd only)
+    max_processes: int = 256                               # processes + threads of an account (rlimits)
+    idle_timeout: int = 3600                               # s: a server idle this long is stopped
+    idle_cull_every: int = 300                             # s: how often the culler looks
+    ssl_cert: str = ""                                     # HTTPS on the proxy (or TLS in front of it)
+    ssl_key: str = ""
 
     @classmethod
     def load(cls, path: str | os.PathLike) -> "Classroom":
@@ -102,8 +127,29 @@ class Classroom:
         return self.root / "etc" / who
 
     @property
+    def class_env(self) -> Path:
+        return self.root / "class-edition" / "env"
+
+    @property
     def class_python(self) -> Path:
-        return self.root / "class-edition" / "env" / "bin" / "python"
+        return self.class_env / "bin" / "python"
+
+    @property
+    def grading_repo(self) -> Path:
+        return self.home(self.grader) / "course"
+
+    @property
+    def grading_env(self) -> Path:
+        return self.grading_repo / ".venv"
+
+    @property
+    def grading_python(self) -> Path:
+        return self.grading_env / "bin" / "python"
+
+    @property
+    def student_group(self) -> str:
+        """The Unix group of the course's students (the Hub group's name): who may write inbound/."""
+        return f"nbgrader-{self.course_id}"
 
     def home(self, user: str) -> Path:
         """The account's home: its own where it exists, else where add_account creates it."""
@@ -126,12 +172,14 @@ class Classroom:
         return self.root / "runtime"
 
     def server_environment(self, who: str) -> dict[str, str]:
-        """Jupyter finds its config in etc/<who> first, then the shared environment's (where the
-        nbgrader and JupyterLab extensions are enabled); the lab extensions are the environment's."""
+        """Jupyter finds its config in etc/<who> first, then its environment's (where the nbgrader and
+        JupyterLab extensions are enabled); students run in the class edition's environment, the
+        grading account ("grader") in its own."""
+        prefix = self.grading_env if who == "grader" else self.class_env
         env = {
-            "JUPYTER_CONFIG_PATH": os.pathsep.join([str(self.etc(who)), str(SHARED_PREFIX / "etc" / "jupyter")]),
-            "JUPYTER_PATH": str(SHARED_PREFIX / "share" / "jupyter"),
-            "PATH": os.pathsep.join([str(Path(sys.executable).parent), "/usr/local/bin", "/usr/bin", "/bin"]),
+            "JUPYTER_CONFIG_PATH": os.pathsep.join([str(self.etc(who)), str(prefix / "etc" / "jupyter")]),
+            "JUPYTER_PATH": str(prefix / "share" / "jupyter"),
+            "PATH": os.pathsep.join([str(prefix / "bin"), "/usr/local/bin", "/usr/bin", "/bin"]),
         }
         if self.runtime.exists():  # see share_runtime
             env.update(PYTHONHOME=str(self.runtime), LD_LIBRARY_PATH=str(self.runtime / "lib"))
@@ -168,6 +216,13 @@ c.CourseDirectory.course_id = {cls.course_id!r}
 c.CourseDirectory.db_url = {cls.db_url!r}
 c.Exchange.root = {str(cls.exchange)!r}
 c.NbGrader.logfile = {str(cls.home(cls.grader) / "nbgrader.log")!r}
+# Collect trusting only the file system: the folder's owner is the student, the kernel's change time
+# the hand-in time; links, FIFOs and devices are never read; a bad submission skips only its student.
+c.ExchangeFactory.collect = "autograder.exchange.ExchangeCollect"
+c.CourseDirectory.max_dir_size = {MAX_SUBMISSION_KB}    # kB: a larger submission is not collected
+c.CourseDirectory.max_file_size = {MAX_SUBMISSION_KB}
+# grades.csv in UTF-8 with a BOM: Excel on Chinese Windows opens it right (nbgrader's writes without)
+c.ExportApp.plugin_class = "autograder.export.ExcelCsvExportPlugin"
 '''
 
 
@@ -190,6 +245,8 @@ def write_configs(cls: Classroom) -> None:
     (student / "jupyter_server_config.json").write_text(json.dumps(STUDENT_SERVER_CONFIG, indent=1))
     (student / "labconfig" / "page_config.json").write_text(json.dumps(STUDENT_LAB_PAGE_CONFIG, indent=1))
     (grader / "nbgrader_config.py").write_text(grader_nbgrader_config(cls), encoding="utf-8")
+    cls.settings.touch(mode=0o600)
+    cls.settings.chmod(0o600)   # only the Hub (root) reads it
     cls.settings.write_text(cls.dump(), encoding="utf-8")
 
 
@@ -214,9 +271,19 @@ def add_account(cls: Classroom, user: str) -> None:
     cls.home(user).chmod(0o700)
 
 
-def remove_account(user: str) -> None:
+def remove_account(user: str, remove_home: bool = True) -> None:
     subprocess.run(["pkill", "-KILL", "-u", user], capture_output=True)  # that account's processes only
-    subprocess.run(["userdel", "--remove", user], capture_output=True)
+    subprocess.run(["userdel", *(["--remove"] if remove_home else []), user], capture_output=True)
+
+
+def set_student_group(cls: Classroom) -> None:
+    """The Unix group of the course's students, with exactly the students of class.toml."""
+    subprocess.run(["groupadd", "-f", cls.student_group], check=True, capture_output=True)
+    subprocess.run(["gpasswd", "-M", ",".join(cls.students), cls.student_group], check=True, capture_output=True)
+
+
+def remove_student_group(cls: Classroom) -> None:
+    subprocess.run(["groupdel", cls.student_group], capture_output=True)
 
 
 def as_user(user: str, cmd: list[str], env: dict[str, str], cwd: Path, **kw) -> subprocess.CompletedProcess:
@@ -229,14 +296,29 @@ def as_user(user: str, cmd: list[str], env: dict[str, str], cwd: Path, **kw) -> 
 # --- folders -------------------------------------------------------------------------------------
 
 def prepare_exchange(cls: Classroom) -> None:
-    """The exchange root: nbgrader's release insists on mode 777 (it chmods it, or fails); owned by
-    root with the sticky bit no one but its owner can rename or delete the course's folder in it.
-    nbgrader creates the rest as the grading account: <course>/ and outbound/ 0755, inbound/ 2733
-    (students write, cannot list), feedback/ 0711 (students read only the file named by their own
-    submission's hash)."""
+    """The exchange root: nbgrader's students' commands want it writable by everyone and its release
+    insists on mode 777; owned by root with the sticky bit, no one but its owner can rename or delete
+    what is in it. The course's folder is made here, before any student could squat it, and owned by
+    the grading account (nbgrader's release keeps folders that exist and are the releaser's own):
+
+        <course>/    grader, 0755
+        outbound/    grader:nbgrader-<course>, 0750   released assignments: the course's students read
+        inbound/     grader:nbgrader-<course>, 1730   the course's students hand in, cannot list, cannot
+                                                      remove another's; any other account cannot write
+        feedback/    grader, 0711                     each reads only the file named by their own secret
+    """
     cls.exchange.mkdir(parents=True, exist_ok=True)
     os.chown(cls.exchange, 0, 0)
     cls.exchange.chmod(0o1777)
+    course = cls.exchange / cls.course_id
+    if course.is_symlink() or (course.exists() and course.stat().st_uid != pwd.getpwnam(cls.grader).pw_uid):
+        raise RuntimeError(f"{course} exists and is not the grading account's: remove it, then run setup again")
+    for path, group, mode in ((course, cls.grader, 0o755), (course / "outbound", cls.student_group, 0o750),
+                              (course / "inbound", cls.student_group, 0o1730),
+                              (course / "feedback", cls.grader, 0o711)):
+        path.mkdir(exist_ok=True)
+        shutil.chown(path, cls.grader, group)
+        path.chmod(mode)
 
 
 def readable_by_everyone(path: Path) -> bool:
@@ -280,24 +362,80 @@ def _link_readable(src, dst) -> None:
     os.chmod(dst, 0o644 | (os.stat(dst).st_mode & 0o111))
 
 
+def course_entries(site: Path) -> set[str]:
+    """The names in ``site`` (a site-packages) that belong to the course's own package (its editable
+    finder, or its packages), not to a third-party one."""
+    own = [d for d in importlib.metadata.distributions(path=[str(site)]) if d.metadata["Name"] == COURSE_DISTRIBUTION]
+    return {f.parts[0] for d in own for f in d.files or [] if f.parts[0] not in ("..", "__pycache__")}
+
+
+def clone_environment(env: Path) -> None:
+    """A virtual environment of its own at ``env`` with this environment's third-party packages, its
+    Jupyter data and config (the lab extensions, nbgrader's server extension) and console scripts, but
+    not the course's own package: nothing in it refers to this environment or the repository."""
+    venv.EnvBuilder(with_pip=False).create(env)
+    purelib = Path(sysconfig.get_paths()["purelib"])
+    own = course_entries(purelib)
+
+    def not_the_course(folder, names):
+        return [n for n in names if n in own] if folder == str(purelib) else []
+
+    shutil.copytree(purelib, env / purelib.relative_to(SHARED_PREFIX), copy_function=_link_readable,
+                    symlinks=True, dirs_exist_ok=True, ignore=not_the_course)
+    for sub in ("share/jupyter", "etc/jupyter"):
+        if (SHARED_PREFIX / sub).is_dir():
+            shutil.copytree(SHARED_PREFIX / sub, env / sub, copy_function=_link_readable, dirs_exist_ok=True)
+    copy_scripts(env)
+
+
+def copy_scripts(env: Path) -> None:
+    """This environment's console scripts (nbgrader runs `alembic`), pointed at ``env``'s Python."""
+    shebang = re.compile(rb"#!" + re.escape(bytes(SHARED_PREFIX / "bin")) + rb"/python[0-9.]*\n")
+    for script in (SHARED_PREFIX / "bin").iterdir():
+        target = env / "bin" / script.name
+        if target.exists() or not script.is_file():
+            continue
+        with open(script, "rb") as fh:
+            text = fh.read()
+        if shebang.match(text):
+            target.write_bytes(shebang.sub(b"#!" + bytes(env / "bin" / "python") + b"\n", text, count=1))
+            target.chmod(0o755)
+
+
+def pip_install(python: Path, source: Path, *how: str) -> None:
+    subprocess.run([python, "-m", "pip", "install", "-q", "--no-deps", "--no-build-isolation", "--no-index",
+                    "--disable-pip-version-check", *how, str(source)], check=True, capture_output=True,
+                   cwd=source.parent)
+
+
 def build_class_edition(cls: Classroom) -> None:
-    """`course.py edition student` installed into an environment of its own over the shared one's
-    packages (a .pth naming its site-packages): students' kernels import the class edition."""
-    base = cls.class_python.parent.parent.parent
+    """`course.py edition student` installed into an environment of its own: students' servers and
+    kernels run from it, and it holds no answer to an open section (nor anything of the repository)."""
     if cls.class_python.exists():
         return
-    out = base / "class-edition"
+    out = cls.class_env.parent / "class-edition"
     answers = ["--answers-through", cls.answers_through] if cls.answers_through else []
     # what `course.py edition student OUT` runs (without its environment check, which may reinstall)
     subprocess.run([sys.executable, "-m", "autograder.edition", "student", str(out), *answers],
                    check=True, capture_output=True, cwd=REPO)
-    env = cls.class_python.parent.parent
-    venv.EnvBuilder(with_pip=False).create(env)
-    site = subprocess.run([cls.class_python, "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
-                          check=True, capture_output=True, text=True).stdout.strip()
-    Path(site, "course-dependencies.pth").write_text(sysconfig.get_paths()["purelib"] + "\n", encoding="utf-8")
-    subprocess.run([cls.class_python, "-m", "pip", "install", "-q", "--no-deps", "--no-build-isolation",
-                    "--no-index", "--disable-pip-version-check", str(out)], check=True, capture_output=True, cwd=base)
+    clone_environment(cls.class_env)
+    pip_install(cls.class_python, out)
+
+
+def build_grading_environment(cls: Classroom) -> None:
+    """A copy of the repository in the grading account's 0700 home, with an environment of its own in
+    which the course is installed from that copy (editable, as `course.py setup` does): the formgrader
+    and the grading commands run from it, never from the repository setup ran from."""
+    if cls.grading_python.exists():
+        return
+    shutil.copytree(REPO, cls.grading_repo, ignore=shutil.ignore_patterns(*NOT_COPIED), dirs_exist_ok=True)
+    clone_environment(cls.grading_env)
+    pip_install(cls.grading_python, cls.grading_repo, "--editable")
+
+
+def write_rubrics(cls: Classroom) -> None:
+    """Each section's 评分要点 page, from the course directory's solutions/, as the grading account."""
+    grader_run(cls, "-m", "autograder.rubric", "solutions", RUBRICS)
 
 
 def prepare_course(cls: Classroom) -> None:
@@ -312,12 +450,16 @@ def prepare_course(cls: Classroom) -> None:
     course.chmod(0o700)
 
 
-def grader_nbgrader(cls: Classroom, *args: str) -> subprocess.CompletedProcess:
-    proc = as_user(cls.grader, [sys.executable, "-m", "nbgrader", *args, "--log-level=WARN"],
-                   cls.grader_environment(), cls.course_dir)
+def grader_run(cls: Classroom, *args: str) -> subprocess.CompletedProcess:
+    """``python ARGS`` as the grading account, in the course directory, from its environment."""
+    proc = as_user(cls.grader, [str(cls.grading_python), *args], cls.grader_environment(), cls.course_dir)
     if proc.returncode:
-        raise RuntimeError(f"nbgrader {' '.join(args)} as {cls.grader}:\n{proc.stdout}\n{proc.stderr}")
+        raise RuntimeError(f"{' '.join(args)} as {cls.grader}:\n{proc.stdout}\n{proc.stderr}")
     return proc
+
+
+def grader_nbgrader(cls: Classroom, *args: str) -> subprocess.CompletedProcess:
+    return grader_run(cls, "-m", "nbgrader", *args, "--log-level=WARN")
 
 
 def create_gradebook(cls: Classroom, psql_host: str, port: int = 5432) -> None:
@@ -334,17 +476,24 @@ def setup(cls: Classroom, psql_host: str = "/var/run/postgresql", psql_port: int
                        (cls.root / "class-edition", 0o755)):
         path.mkdir(parents=True, exist_ok=True)
         path.chmod(mode)
-    prepare_exchange(cls)
     share_runtime(cls)
     write_configs(cls)
     for user in cls.members:
         add_account(cls, user)
-    with ThreadPoolExecutor(max_workers=1) as pool:   # independent of the course and the gradebook
-        edition = pool.submit(build_class_edition, cls)
+    set_student_group(cls)
+    prepare_exchange(cls)
+    with ThreadPoolExecutor(max_workers=2) as pool:
+        edition = pool.submit(build_class_edition, cls)   # independent of the course and the gradebook
+        build_grading_environment(cls)
         prepare_course(cls)
+        rubrics = pool.submit(write_rubrics, cls)
         create_gradebook(cls, psql_host, psql_port)
         grader_nbgrader(cls, "db", "student", "import", "students.csv")
+        rubrics.result()
         edition.result()
+    if readable_by_everyone(REPO / "solutions"):
+        print(f"Note: every account can read {REPO} (solutions/, utils/reference/). The class does not run from "
+              "it: keep it where only root can read it, or remove it (docs/jupyterhub.md §2).", file=sys.stderr)
 
 
 # --- running the Hub ------------------------------------------------------------------------------
@@ -436,6 +585,7 @@ def demo(port: int) -> int:
         pg.stop()
         for user in cls.members:
             remove_account(user)
+        remove_student_group(cls)
         shutil.rmtree(base, ignore_errors=True)
     return 0
 
