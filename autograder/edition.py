@@ -14,17 +14,24 @@ from __future__ import annotations
 
 import argparse
 import ast
+import functools
+import hashlib
+import os
 import re
 import shutil
 import sys
+import tempfile
 import tomllib
 from pathlib import Path
 
 from .build import ROOT, module_name, reference_module, section_ids, wrapped
 from .config import RELEASE_DIR, SOURCE_DIR
-from .notebook_format import exercises, read
+from .notebook_format import dumps, exercises, read
 
 MARKER = ".attention-course-class-edition"
+SHOWS_ANSWER = "shows-answer:"   # tags a cell that shows an exercise's answer: shows-answer:<exercise>
+SHOWN_LATER = ("> 这里原本是一段答案（原书的代码或完整的实现），用来和你自己的实现对照。班级版在这一节的作业截止之后"
+               "才给出它；现在先让你的实现通过上面的检查。")
 STRIPPED = ("oracle", "instructor_only")
 LEFT_OUT = ("__pycache__", "overview.py")     # overview.py draws the README's figure with the references
 PACKAGES = ["utils", "utils.checks", "utils.demos", "utils.reference"]
@@ -49,6 +56,18 @@ def strip_oracles(source: str) -> str:
 def _name(decorator: ast.expr) -> str:
     target = decorator.func if isinstance(decorator, ast.Call) else decorator
     return target.attr if isinstance(target, ast.Attribute) else getattr(target, "id", "")
+
+
+def without_shown_answers(nb: dict, open_exercises: set[str]) -> dict:
+    """A learner notebook without the cells that show the answer of an open exercise (tagged
+    ``shows-answer:<exercise>``: the book's code after the check, compared with the learner's once it passes;
+    a later section's demo written with an earlier answer): each becomes a note."""
+    for i, cell in enumerate(nb["cells"]):
+        tags = cell.get("metadata", {}).get("tags", [])
+        if any(tag.removeprefix(SHOWS_ANSWER) in open_exercises for tag in tags if tag.startswith(SHOWS_ANSWER)):
+            nb["cells"][i] = {"cell_type": "markdown", "id": cell.get("id", f"shown-{i}"), "metadata": {},
+                              "source": SHOWN_LATER}
+    return nb
 
 
 def reference_package(released: list[str], root: Path = ROOT) -> dict[str, str]:
@@ -159,9 +178,45 @@ def build(out: Path, answers_through: str | None, root: Path = ROOT) -> None:
         (out / "utils" / "reference" / name).write_text(text, encoding="utf-8")
     (out / "utils" / "edition.py").write_text(edition_module(released), encoding="utf-8")
     shutil.copytree(root / RELEASE_DIR, out / "notebooks")
+    open_exercises = {name for sid in section_ids(root) if sid not in released
+                      for name in exercises(read(root / SOURCE_DIR / sid / f"{sid}.ipynb"))}
+    for path in (out / "notebooks").glob("*/*.ipynb"):
+        path.write_text(dumps(without_shown_answers(read(path), open_exercises)), encoding="utf-8")
     (out / "pyproject.toml").write_text(pyproject(root), encoding="utf-8")
     (out / "README.md").write_text(README, encoding="utf-8")
     (out / MARKER).write_text(f"answers through: {released[-1] if released else '-'}\n", encoding="utf-8")
+
+
+def section_before(section: str, root: Path = ROOT) -> str | None:
+    """The section whose answers a grading kernel of ``section`` may hold: the one before it (None for the
+    first section, and for an assignment that is no section of the course)."""
+    sections = section_ids(root)
+    if section not in sections or sections.index(section) == 0:
+        return None
+    return sections[sections.index(section) - 1]
+
+
+@functools.lru_cache(maxsize=None)
+def for_grading(answers_through: str | None, cache: Path, root: Path = ROOT) -> str:
+    """The ``utils`` folder of a class edition with answers through ``answers_through``, for grading
+    kernels to import: built once per version of the course into ``cache`` (a folder named after what it
+    was built from, so a changed course builds anew), shared by grading processes (each builds in a
+    temporary folder and renames it into place)."""
+    digest = hashlib.sha256(f"{answers_through}".encode())
+    for path in sorted([*(root / "utils").rglob("*"), *(root / SOURCE_DIR).rglob("*.ipynb")]):
+        if path.is_file() and "__pycache__" not in path.parts:
+            digest.update(f"{path.relative_to(root)}:".encode() + path.read_bytes())
+    target = cache / f"{answers_through or 'none'}-{digest.hexdigest()[:16]}"
+    if not (target / MARKER).exists():
+        cache.mkdir(parents=True, exist_ok=True)
+        scratch = Path(tempfile.mkdtemp(prefix=".building-", dir=cache))
+        build(scratch / "edition", answers_through, root)
+        try:
+            os.rename(scratch / "edition", target)
+        except OSError:   # another grading process put it there first
+            pass
+        shutil.rmtree(scratch, ignore_errors=True)
+    return str(target / "utils")
 
 
 def main(argv: list[str] | None = None) -> None:

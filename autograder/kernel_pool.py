@@ -1,23 +1,15 @@
-"""Grading kernels forked from a zygote that already imported torch (autograder/zygote.py).
+"""Kernel zygotes for grading: one sandboxed Python per grading process that imported torch and
+matplotlib once, from which each kernel is forked (autograder/zygote.py runs in the sandbox; this is
+the grader's side, used by autograder/provisioner.py).
 
-:class:`ForkingKernelManager` is the sandboxed kernel manager of autograder/sandbox.py whose
-kernel is not a new process started by bwrap but a fork of a zygote that waits in its own bwrap
-sandbox. The fork is made by :class:`ForkedKernelProvisioner`, a jupyter_client kernel provisioner
-(the documented seam for launching kernels another way, registered as an entry point in
-pyproject.toml): it asks the zygote for a kernel and keeps a Popen-like :class:`ForkedKernel`, so
-interrupts, restarts, timeouts and kills go through jupyter_client unchanged, and its ``cleanup``
-hands the zygote back once the kernel is gone.
-
-A zygote serves one kernel at a time; the pool keeps one per grading process and anchor (a
-second when two kernels are asked for at once). Its sandbox has a folder of its own bound at the
-anchor, the folder two above the notebook's (:func:`anchor_of`; nbgrader's autograded/): before
-each kernel the notebook's folder is copied to the same path in there, and the kernel works at its
-notebook's real path, as one started by bwrap does; when it has ended, what it wrote there is
-copied back, so the notebook's folder ends up as if the kernel had worked in it; then the zygote
-clears its sandbox (see zygote.py). Both copies take regular files and folders only and follow no
-link (:func:`copy_tree`): the kernel may have planted links to anything the grader can write. A
-zygote that died, hangs or could not start is replaced, and where none can start the kernel is
-started by bwrap as before.
+A zygote's sandbox is the one a kernel started by bwrap would get (autograder/sandbox.py's
+:class:`Layout`), but for its working folder: a folder of this process bound where the sandbox has
+the notebooks' folders (``Layout.anchor_of``), into which each notebook's folder is copied before
+its kernel is forked, and from which what the kernel wrote is copied back once every process of the
+sandbox has been stopped (the zygote's sweep), before the zygote clears its sandbox for the next
+kernel. Both copies take regular files and folders only and follow no link (:func:`copy_tree`): the
+kernel may have planted links to anything the grader can write. A zygote that died, hangs or could
+not start is dropped from the pool; where none can start, the provisioner starts kernels with bwrap.
 """
 from __future__ import annotations
 
@@ -38,12 +30,9 @@ from collections.abc import Mapping
 from multiprocessing.connection import Connection
 from pathlib import Path
 
-from jupyter_client.provisioning import LocalProvisioner
-
-from . import sandbox
+from .sandbox import Layout
 
 ZYGOTE = Path(__file__).with_name("zygote.py")
-ZYGOTE_INSIDE = "/run/grading/zygote.py"
 READY_SECONDS = 120   # the zygote imports torch and matplotlib
 REPLY_SECONDS = 15    # a kernel's sweep is milliseconds; a zygote stopped by a kernel never answers
 
@@ -55,22 +44,25 @@ class ZygoteLost(Exception):
 
 
 class ZygoteHandle:
-    """The grader's side of one zygote (autograder/zygote.py) in its own sandbox: the process, and the
-    connections to talk to it (one JSON object per message, framed by multiprocessing.connection)."""
+    """The grader's side of one zygote in its own sandbox: the process, and the connections to talk
+    to it (one JSON object per message, framed by multiprocessing.connection)."""
 
-    def __init__(self, env: dict[str, str], anchor: str):
-        self.env, self.anchor = env, anchor   # anchor: where the sandbox has ``folder`` (see anchor_of)
-        self.folder = tempfile.mkdtemp(prefix="grading-submission-")
+    def __init__(self, env: dict[str, str], anchor: str, layout: Layout, memory_mb: int, max_processes: int):
+        self.key = (tuple(sorted(env.items())), anchor, layout, memory_mb, max_processes)
+        self.anchor = anchor
+        self.folder = tempfile.mkdtemp(prefix="grading-submission-")   # bound at ``anchor``
         self.busy = False   # handed out for a kernel that has not been cleared away yet
         self.cwd = ""       # the folder of the notebook whose kernel runs
         self.copy = ""      # its copy in ``folder``
         self.lock = threading.Lock()
         (ask_r, ask_w), (answer_r, answer_w) = os.pipe(), os.pipe()
-        cmd = [sys.executable, ZYGOTE_INSIDE, str(ask_r), str(answer_w), anchor, host_pid_namespace()]
-        argv = sandbox.bwrap_argv(cmd, (self.folder, anchor), env, read_only={str(ZYGOTE): ZYGOTE_INSIDE},
-                                  init=True, sockets=sandbox.socket_root())
-        # stdout to the grader's stderr: the kernels' raw output never mixes with a grading worker's answers
-        self.proc = subprocess.Popen(argv, pass_fds=(ask_r, answer_w), stdin=subprocess.DEVNULL, stdout=2)
+        cmd = [sys.executable, layout.zygote, str(ask_r), str(answer_w), anchor, host_pid_namespace(),
+               *layout.temporary]
+        argv = layout.bwrap(cmd, (self.folder, anchor), env, memory_mb=memory_mb, max_processes=max_processes,
+                            sockets=layout.sockets, read_only={str(ZYGOTE): layout.zygote}, init=True)
+        # no output stream: its kernels inherit them, and what they print raw must reach no log
+        self.proc = subprocess.Popen(argv, pass_fds=(ask_r, answer_w), stdin=subprocess.DEVNULL,
+                                     stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         os.close(ask_r)
         os.close(answer_w)
         self.requests, self.replies = Connection(ask_w, readable=False), Connection(answer_r, writable=False)
@@ -88,9 +80,12 @@ class ZygoteHandle:
         try:
             if not self.replies.poll(seconds):
                 raise self._lost("no answer")
-            return json.loads(self.replies.recv_bytes())
+            answer = json.loads(self.replies.recv_bytes())
         except (EOFError, OSError) as err:
             raise self._lost("ended") from err
+        if "error" in answer:   # it has stopped serving
+            raise self._lost(answer["error"])
+        return answer
 
     def _lost(self, why: str) -> ZygoteLost:
         self.close()
@@ -100,20 +95,24 @@ class ZygoteHandle:
     def alive(self) -> bool:
         return self.proc.poll() is None
 
-    def spawn(self, connection: Mapping, env: dict[str, str], cwd: str) -> ForkedKernel:
-        """A kernel for the notebook in ``cwd``: its folder's files copied to where the sandbox has
-        ``cwd``, then forked to work there."""
+    def spawn(self, connection: Mapping, env: dict[str, str], cwd: str, arguments: list[str]) -> ForkedKernel:
+        """A kernel for the notebook in ``cwd`` (``arguments``: the kernel spec's extra ones): its
+        folder's files copied to where the sandbox has ``cwd``, then forked to work there."""
         self.cwd, self.copy = cwd, os.path.join(self.folder, os.path.relpath(cwd, self.anchor))
         os.makedirs(self.copy, exist_ok=True)
         copy_tree(cwd, self.copy)
-        pid = self.ask(op="spawn", connection=dict(connection), env=env, cwd=cwd)["pid"]
+        pid = self.ask(op="spawn", connection=dict(connection), env=env, cwd=cwd, arguments=arguments)["pid"]
         return ForkedKernel(self, pid)
 
     def end_kernel(self) -> None:
-        """The kernel and all it started have ended: what it wrote goes back to the notebook's folder
-        (as if it had worked there), then the sandbox is cleared for the next one."""
-        copy_tree(self.copy, self.cwd)
-        self.ask(op="clear")
+        """Stop every process of the sandbox (the kernel too, if it still runs), copy what it wrote back
+        to the notebook's folder (as if it had worked there), clear the sandbox for the next kernel."""
+        try:
+            self.ask(op="sweep")
+            copy_tree(self.copy, self.cwd)
+            self.ask(op="clear")
+        except ZygoteLost as lost:   # its sandbox is gone, and every process in there with it
+            log.warning("%s: what the kernel wrote is not copied back", lost)
         self.busy = False
 
     def close(self) -> None:
@@ -124,7 +123,8 @@ class ZygoteHandle:
 
 
 class ForkedKernel:
-    """The parts of :class:`subprocess.Popen` that jupyter_client's LocalProvisioner uses."""
+    """The parts of :class:`subprocess.Popen` that jupyter_client's LocalProvisioner uses, for a kernel
+    forked by a zygote: each asks the zygote, which only reports or signals."""
 
     stdin = stdout = stderr = None
 
@@ -140,16 +140,6 @@ class ForkedKernel:
                 self.returncode = -9
         return self.returncode
 
-    def end(self) -> None:
-        """Once the kernel has ended (the provisioner's cleanup): the zygote copies back and clears."""
-        if self.zygote is not None and self.poll() is not None:
-            zygote, self.zygote = self.zygote, None
-            if zygote.alive:
-                try:
-                    zygote.end_kernel()
-                except ZygoteLost:
-                    pass
-
     def wait(self, timeout: float | None = None) -> int:
         deadline = None if timeout is None else time.monotonic() + timeout
         while self.poll() is None:
@@ -159,11 +149,9 @@ class ForkedKernel:
         return self.returncode
 
     def send_signal(self, signum: int) -> None:
-        if self.zygote is not None and self.poll() is None:
-            try:
+        if self.poll() is None:
+            with contextlib.suppress(ZygoteLost):
                 self.zygote.ask(op="signal", pid=self.pid, signum=int(signum))
-            except ZygoteLost:
-                pass
 
     def kill(self) -> None:
         self.send_signal(9)
@@ -173,48 +161,33 @@ class ForkedKernel:
 
 
 class ZygotePool:
-    """Zygotes of this process, by sandbox environment (it shapes what they imported) and anchor."""
+    """Zygotes of this process, each for one sandbox environment (it shapes what they imported),
+    anchor, layout and limits."""
 
     def __init__(self):
         self.zygotes: list[ZygoteHandle] = []
-        self.broken: set[tuple] = set()   # environments and anchors where no zygote could start
+        self.broken: set[tuple] = set()   # sandboxes where no zygote could start
         self.lock = threading.Lock()
 
-    def kernel(self, connection: Mapping, env: dict[str, str], cwd: str) -> ForkedKernel | None:
-        """A forked kernel, or None where no zygote can start (the caller starts one with bwrap)."""
-        for _ in range(2):  # a zygote may be lost between its last kernel and this one
-            zygote = self._idle(env, anchor_of(cwd))
-            if zygote is None:
-                return None
-            try:
-                return zygote.spawn(connection, env, cwd)
-            except ZygoteLost as lost:
-                log.warning("%s: starting a new one", lost)
-            except BaseException:
-                zygote.busy = False
-                raise
-        return None
-
-    def _idle(self, env: dict[str, str], anchor: str) -> ZygoteHandle | None:
-        key = (tuple(sorted(env.items())), anchor)
+    def acquire(self, env: dict[str, str], anchor: str, layout: Layout, memory_mb: int,
+                max_processes: int) -> ZygoteHandle | None:
+        """An idle zygote for such a sandbox, started if there is none; None where none can start (the
+        caller starts its kernel with bwrap). It is the caller's until its ``end_kernel``."""
+        key = (tuple(sorted(env.items())), anchor, layout, memory_mb, max_processes)
         with self.lock:
             for lost in [z for z in self.zygotes if not z.alive]:
                 lost.close()  # its folder
                 self.zygotes.remove(lost)
-            for zygote in self.zygotes:
-                if (zygote.env, zygote.anchor) == (env, anchor) and not zygote.busy:
-                    zygote.busy = True
-                    return zygote
-            if key in self.broken:
-                return None
-            try:
-                zygote = ZygoteHandle(env, anchor)
-            except (ZygoteLost, OSError) as err:
-                log.warning("no kernel zygote (%s): kernels start one by one in bwrap", err)
-                self.broken.add(key)
-                return None
-            zygote.busy = True
-            self.zygotes.append(zygote)
+            zygote = next((z for z in self.zygotes if z.key == key and not z.busy), None)
+            if zygote is None and key not in self.broken:
+                try:
+                    zygote = ZygoteHandle(env, anchor, layout, memory_mb, max_processes)
+                    self.zygotes.append(zygote)
+                except (ZygoteLost, OSError) as err:
+                    log.warning("no kernel zygote (%s): kernels start one by one in bwrap", err)
+                    self.broken.add(key)
+            if zygote is not None:
+                zygote.busy = True
             return zygote
 
     def close(self) -> None:
@@ -223,22 +196,27 @@ class ZygotePool:
         self.zygotes = []
 
 
-def anchor_of(cwd: str) -> str:
-    """Where a zygote's sandbox has its copy of the submissions, so that a kernel for the notebook in
-    ``cwd`` works at that very path, as one started by bwrap: the folder two above the notebook's
-    (nbgrader's autograded/ for autograded/<student>/<assignment>/, so one zygote serves a whole
-    class), or the notebook's own folder where that one holds something the sandbox binds itself."""
-    anchor = os.path.dirname(os.path.dirname(cwd))
-    bound = [*sandbox.python_paths(), *sandbox.SYSTEM_PATHS, *sandbox.MERGED_USR_LINKS, "/tmp", "/dev", "/proc",
-             os.path.dirname(ZYGOTE_INSIDE), sandbox.socket_root()]
-    holds_bound = any(os.path.commonpath([anchor, path]) == anchor for path in bound)
-    return cwd if holds_bound else anchor
+POOL = ZygotePool()
+atexit.register(POOL.close)
 
 
-def copy_tree(source: str, target: str) -> None:
+def host_pid_namespace() -> str:
+    return os.readlink("/proc/self/ns/pid")
+
+
+def forkable(argv: list[str]) -> bool:
+    """Whether the kernel spec starts this very Python's ipykernel, which a zygote can stand in for
+    (jupyter_client runs a spec's bare ``python`` as the Python it runs in)."""
+    bare = {"python", f"python{sys.version_info[0]}", "python%i.%i" % sys.version_info[:2]}
+    python = sys.executable if argv and argv[0] in bare else shutil.which(argv[0]) if argv else None
+    return (python is not None and os.path.realpath(python) == os.path.realpath(sys.executable)
+            and argv[1:] == ["-m", "ipykernel_launcher", "-f", "{connection_file}"])
+
+
+def copy_tree(source: str, target: str) -> list[str]:
     """Copy the folders and the new or changed regular files of ``source`` into ``target``
-    (keeping modes and times); log a warning naming what it left out: links, FIFOs, sockets and
-    devices, and what a non-folder or a link in ``target`` stands in the way of.
+    (keeping modes and times); log a warning naming what it left out, and return it (sorted): links,
+    FIFOs, sockets and devices, and what a non-folder or a link in ``target`` stands in the way of.
 
     No link is followed on either side (either side may be a kernel's work): each folder is
     opened beneath its parent with ``O_NOFOLLOW``, and each file is written anew under a name of
@@ -252,7 +230,8 @@ def copy_tree(source: str, target: str) -> None:
         left_out.append(".")
     if left_out:
         log.warning("not copied from %s to %s (only regular files and folders are, never through a link): %s",
-                    source, target, ", ".join(left_out))
+                    source, target, ", ".join(sorted(left_out)))
+    return sorted(left_out)
 
 
 def _copy_folder(src: int, dst: int, where: str, left_out: list[str]) -> None:
@@ -311,57 +290,3 @@ def copy_file(name: str, src: int, dst: int) -> None:
     except OSError:
         os.unlink(partial, dir_fd=dst)
         raise
-
-
-POOL = ZygotePool()
-atexit.register(POOL.close)
-
-
-def host_pid_namespace() -> str:
-    return os.readlink("/proc/self/ns/pid")
-
-
-def forkable(argv: list[str]) -> bool:
-    """Whether the kernel spec starts this very Python's ipykernel, which a zygote can stand in for
-    (jupyter_client runs a spec's bare ``python`` as the Python it runs in)."""
-    bare = {"python", f"python{sys.version_info[0]}", "python%i.%i" % sys.version_info[:2]}
-    python = sys.executable if argv and argv[0] in bare else shutil.which(argv[0]) if argv else None
-    return (python is not None and os.path.realpath(python) == os.path.realpath(sys.executable)
-            and argv[1:] == ["-m", "ipykernel_launcher", "-f", "{connection_file}"])
-
-
-class ForkedKernelProvisioner(LocalProvisioner):
-    """jupyter_client's local provisioner, whose kernel is forked from a zygote where this Python's
-    ipykernel is asked for and a zygote can start (else the bwrap process it would launch anyway)."""
-
-    forked: ForkedKernel | None = None
-
-    async def launch_kernel(self, cmd: list[str], **kwargs) -> dict:
-        manager = self.parent
-        if forkable(manager.kernel_spec.argv):
-            connection = {k: v.decode() if isinstance(v, bytes) else v for k, v in self.connection_info.items()}
-            self.forked = POOL.kernel(connection, sandbox.sandbox_env(manager.env), manager.cwd)
-        if self.forked is None:
-            return await super().launch_kernel(cmd, **kwargs)
-        self.process, self.pid, self.pgid = self.forked, self.forked.pid, None
-        return self.connection_info
-
-    async def cleanup(self, restart: bool = False) -> None:
-        await super().cleanup(restart)
-        if self.forked is not None:
-            self.forked.end()
-            self.forked = None
-
-
-PROVISIONER = "attention-course-forked"   # its entry point (pyproject.toml)
-
-
-class ForkingKernelManager(sandbox.SandboxedKernelManager):
-    """A sandboxed kernel manager whose kernels come from :class:`ForkedKernelProvisioner`."""
-
-    @property
-    def kernel_spec(self):
-        spec = super().kernel_spec
-        if spec is not None:
-            spec.metadata["kernel_provisioner"] = {"provisioner_name": PROVISIONER}
-        return spec

@@ -2,17 +2,15 @@
 
 * :class:`DeduplicateGradeIds` — nbgrader's ``DeduplicateIds`` without its crash on a
   duplicated cell.
-* :class:`ResilientExecute` — nbgrader's ``Execute`` in a sandbox (autograder/sandbox.py),
-  with figures not rendered (utils/grading_backend.py), except that a cell which
+* :class:`ResilientExecute` — nbgrader's ``Execute`` with its kernels started by the course's
+  provisioner (autograder/provisioner.py: sandboxed, forked from a zygote) and figures not rendered
+  (utils/grading_backend.py), except that a cell which
   kills the kernel (``os._exit``, ``exit()``, a crash) or hangs it past the timeout (twice: a
   timed-out cell is retried once in a fresh kernel; a kernel that ignores the interrupt is
   killed) no longer fails the whole submission: the cell gets a Chinese error, a fresh kernel
   replays the cells before it, and grading goes on. After each kernel it removes the links, FIFOs,
   sockets and devices the kernel left in the notebook's folder, before nbgrader writes or copies
   anything there (:func:`tidy`).
-* :class:`IntegrityCheck` — after execution, zeroes the tests that a submission made lie, and
-  those of an exercise whose own code is the reference (see autograder/integrity.py), with a
-  Chinese explanation in the feedback.
 """
 from __future__ import annotations
 
@@ -25,17 +23,16 @@ from pathlib import Path
 from nbclient.exceptions import CellTimeoutError, DeadKernelError
 from nbclient.util import run_sync
 from nbformat import NotebookNode
-from nbgrader.coursedir import CourseDirectory
-from nbgrader.preprocessors import DeduplicateIds, Execute, NbGraderPreprocessor
-from nbgrader.utils import is_grade, is_locked, is_solution
-from traitlets import Bool, Int
+from nbgrader.preprocessors import DeduplicateIds, Execute
+from nbgrader.utils import is_grade, is_solution
+from traitlets import Bool, Enum, Int, Unicode, default
 
 from utils import GRADING_BACKEND
 
-from .integrity import CourseBindings, borrowed, check_names, course_bindings, imported_checks, scan
-from .kernel_pool import ForkingKernelManager, copy_file, opened_folder
-from .notebook_format import cell_kind, exercise_of, exercises, grade_id, read
-from .sandbox import Limits, SandboxedKernelManager, kernel_manager_class
+from . import edition
+from .judge import Judge, kernel_ask
+from .kernel_pool import copy_file, opened_folder
+from .provisioner import sandboxed
 
 TIMEOUT_ENAME = "CellTimeoutError"
 
@@ -56,6 +53,11 @@ class DeduplicateGradeIds(DeduplicateIds):
         return cell, resources
 
 
+def is_test_cell(cell) -> bool:
+    """An autograded test cell: locked code whose outputs nbgrader scores (not a manually graded answer)."""
+    return cell.cell_type == "code" and is_grade(cell) and not is_solution(cell)
+
+
 class _KernelLost(Exception):
     """Ends a pass over the notebook: go on in a fresh kernel from cell ``resume``."""
 
@@ -72,33 +74,56 @@ class ResilientExecute(Execute):
     that pass; the next pass (a fresh kernel) replays the cells before it without recording
     anything and executes from the next cell on. Each pass ends with its kernel shut down; then
     the notebook's folder is tidied (:func:`tidy`), whichever kernel it was (forked, started by
-    bwrap, or not sandboxed).
+    bwrap, or not sandboxed). Limits: ``c.GradingLimits`` (autograder/limits.py).
     """
 
-    sandbox = Bool(True, help="Run the kernels in bubblewrap (autograder/sandbox.py).").tag(config=True)
+    sandbox = Bool(True, help="Run the kernels in bubblewrap (autograder/sandbox.py); where bwrap cannot "
+                              "run, each kernel warns and runs unsandboxed.").tag(config=True)
     fork_kernels = Bool(True, help="Fork the sandboxed kernels from a zygote that imported torch once "
                                    "(see autograder/kernel_pool.py).").tag(config=True)
+    course_package = Unicode("", help="The folder of the course package the grading kernels import (read-only "
+                                      "in the sandbox, its parent first on their PYTHONPATH). Empty: the "
+                                      "installed utils package.").tag(config=True)
     draw_figures = Bool(False, help="Render the notebook's figures (see utils/grading_backend.py).").tag(config=True)
-    memory_mb = Int(Limits.memory_mb, help="Address space of each sandboxed process, in MB (RLIMIT_AS; "
-                                           "see autograder/sandbox.py).").tag(config=True)
-    max_processes = Int(Limits.processes, help="Processes and threads of one sandbox "
-                                               "(see autograder/sandbox.py).").tag(config=True)
+    kernel_edition = Enum(["class", "full"], "class", help="What the grading kernels import: the class edition "
+                          "with the answers of the sections before the graded one only (built once per version "
+                          "of the course, into edition_cache), or the full course package.").tag(config=True)
+    edition_cache = Unicode(help="Where the class editions for grading kernels are built (default: the "
+                                 "grading account's cache, ~/.cache/attention-course/class-edition).").tag(config=True)
 
-    def __init__(self, **kw):
-        super().__init__(**kw)
-        if self.sandbox:
-            manager = kernel_manager_class(self.log, limits=Limits(self.memory_mb, self.max_processes))
-            forking = self.fork_kernels and manager is SandboxedKernelManager   # not where bwrap fails
-            self.kernel_manager_class = ForkingKernelManager if forking else manager
+    @default("edition_cache")
+    def _default_edition_cache(self) -> str:
+        return str(Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "attention-course"
+                   / "class-edition")
+    kernel_threads = Int(1, help="torch's threads in a grading kernel (OMP_NUM_THREADS): a graded notebook's "
+                                 "tensors are small, and a second thread's spin-wait takes the core the grading "
+                                 "process or another kernel needs.").tag(config=True)
+    judge_tests = Bool(True, help="Decide each graded test cell outside the kernel (autograder/judge.py): the "
+                                  "kernel only runs the student's code. False runs test cells in the kernel, as "
+                                  "plain nbgrader does.").tag(config=True)
+
+    @functools.cached_property
+    def judge(self) -> Judge:
+        return Judge(parent=self)
+
+    def create_kernel_manager(self):
+        """nbclient's kernel manager, whose kernels the course's provisioner starts (autograder/provisioner.py)."""
+        km = sandboxed(super().create_kernel_manager(), sandbox=self.sandbox, fork=self.fork_kernels,
+                       course_package=self.course_package)
+        km.log = self.log   # the provisioner's warnings go to nbgrader's log
+        return km
 
     async def async_start_new_kernel(self, **kwargs):
+        env = {**kwargs.get("env", os.environ), "OMP_NUM_THREADS": str(self.kernel_threads),
+               "MKL_NUM_THREADS": str(self.kernel_threads)}
         if not self.draw_figures:
-            kwargs["env"] = {**kwargs.get("env", os.environ), "MPLBACKEND": GRADING_BACKEND}
-        await super().async_start_new_kernel(**kwargs)
+            env["MPLBACKEND"] = GRADING_BACKEND
+        await super().async_start_new_kernel(**{**kwargs, "env": env})
 
     start_new_kernel = run_sync(async_start_new_kernel)  # nbclient binds its own at class creation
 
     def preprocess(self, nb, resources=None, km=None):
+        self._use_class_edition((resources or {}).get("nbgrader", {}).get("assignment"))
         self._lost: set[int] = set()       # cells that killed or hung a kernel: never run again
         self._timed_out: set[int] = set()  # cells that timed out once: they get one more try
         self._resume = 0                   # the first cell this pass executes for real
@@ -114,6 +139,12 @@ class ResilientExecute(Execute):
                 if folder:
                     self._tidy(folder)
 
+    def _use_class_edition(self, section: str | None) -> None:
+        """Grading kernels import the class edition that holds no answer of the graded section or later."""
+        if self.kernel_edition != "class" or self.course_package or section is None:
+            return
+        self.course_package = edition.for_grading(edition.section_before(section), Path(self.edition_cache))
+
     def _tidy(self, folder: str) -> None:
         """Make safe for nbgrader what the kernel left in the notebook's folder (see :func:`tidy`)."""
         if changed := tidy(folder):
@@ -126,7 +157,10 @@ class ResilientExecute(Execute):
                 self.execute_cell(copy.deepcopy(cell), index, store_history=False)
             return cell, resources
         try:
-            cell, resources = super().preprocess_cell(cell, resources, index)
+            if self.judge_tests and is_test_cell(cell) and self.judge.judges(cell):
+                cell.outputs = self.judge.outputs(cell, kernel_ask(self, cell, self.timeout))
+            else:
+                cell, resources = super().preprocess_cell(cell, resources, index)
         except DeadKernelError:
             self._lose(cell, index, "kernel-died",
                        "这个单元格让 Python 内核退出了（例如 exit()、os._exit() 或内存耗尽）；"
@@ -188,66 +222,3 @@ def _tidy_folder(fd: int, where: str, changed: list[str]) -> None:
         elif info.st_nlink > 1:
             copy_file(entry.name, fd, fd)  # a new file, renamed over the shared one
             changed.append(path)
-
-
-class IntegrityCheck(NbGraderPreprocessor):
-    """Zero the tests of a submission that tampers with the checks, and of each exercise whose
-    own code uses the reference (autograder/integrity.py), also through a name a course cell bound
-    to it (``ReferenceBlock``, ``LM = mine_or_reference(...)``).
-
-    What the static scan cannot see, the checks see at run time (utils/checks/core.py): a check
-    whose own machinery was changed fails its test cell with [tampered], and one handed the
-    reference with [uses-reference]; those cells lose their points, the other exercises' keep theirs.
-    A static ``tampered`` finding zeroes every test of the notebook."""
-
-    def preprocess(self, nb, resources):
-        released, checks, course = self._released(resources)
-        protected = check_names(checks if released else None)
-        solutions = {c.metadata.nbgrader["grade_id"]: c.source for c in nb.cells
-                     if c.cell_type == "code" and is_solution(c) and not is_grade(c)}
-        others = [c.source for c in nb.cells if c.cell_type == "code" and not is_locked(c)
-                  and not is_solution(c) and c.source not in released]   # helpers, edited demos
-        tampered = [f for source in [*solutions.values(), *others] for f in scan(source, protected)]
-        taken = borrowed(solutions, others, course)
-        for cell in nb.cells:
-            if cell.cell_type == "code" and is_grade(cell):
-                self._zero_if_needed(cell, tampered, taken)
-        return nb, resources
-
-    @staticmethod
-    def _zero_if_needed(cell, tampered, taken) -> None:
-        exercise = exercise_of(grade_id(cell))
-        if tampered:
-            f = tampered[0]
-            cell.outputs.append(error_output(
-                "IntegrityError", "tampered",
-                f"这份提交{f.reason}（`{f.line}`），自动评分的测试一律记 0 分；如有疑问请联系老师。"))
-        elif exercise in taken:
-            f = taken[exercise]
-            cell.outputs.append(error_output(
-                "IntegrityError", "uses-reference",
-                f"练习 {exercise} 的代码{f.reason}（`{f.line}`），不能算作你自己的实现，本题记 0 分。"))
-
-    def _released(self, resources) -> tuple[frozenset[str], frozenset[str], CourseBindings]:
-        """The code cells of the released notebook (what the course itself wrote), the checks they
-        import and the names they bind to an exercise's reference; empty when it is missing."""
-        coursedir = CourseDirectory(config=self.config)
-        info = resources["nbgrader"]
-        folder = coursedir.format_path(coursedir.release_directory, ".", info["assignment"])
-        path = Path(folder) / f"{info['notebook']}.ipynb"
-        if not path.exists():
-            self.log.warning("release notebook %s not found: scanning every code cell", path)
-            return frozenset(), frozenset(), CourseBindings()
-        version = path.stat()
-        return released_code(str(path), (version.st_mtime_ns, version.st_size))
-
-
-@functools.lru_cache(maxsize=8)
-def released_code(path: str, version: tuple[int, int],  # noqa: ARG001
-                  ) -> tuple[frozenset[str], frozenset[str], CourseBindings]:
-    """Read and parsed once per grading process and ``version`` (mtime, size) of the file: the same
-    for every student."""
-    nb = read(Path(path))
-    code = [c["source"] for c in nb["cells"] if c["cell_type"] == "code"]
-    course = [c["source"] for c in nb["cells"] if c["cell_type"] == "code" and cell_kind(c) != "solution"]
-    return frozenset(code), frozenset(imported_checks(code)), course_bindings(course, exercises(nb))

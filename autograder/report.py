@@ -5,8 +5,8 @@
 
 Run from the course root (where nbgrader_config.py is). Scores come from the gradebook;
 misconception codes from the error outputs of the autograded notebooks: every failing check
-raises ``CheckError`` whose message starts with ``[code]`` (utils/checks/codes.py), and the
-grading preprocessors add ``[kernel-died]``, ``[timeout]``, ``[tampered]``, ``[uses-reference]``.
+raises ``CheckError`` whose message starts with ``[code]`` (utils/checks/codes.py: the judge writes
+them, autograder/judge.py), and the grading preprocessors add ``[kernel-died]`` and ``[timeout]``.
 A student counts once per exercise per code; when the visible and the hidden test of an
 exercise report different codes, both count. An exercise passes when every one of its test
 cells has full points. A student of the gradebook, or with a submitted/ folder, but without an
@@ -23,7 +23,6 @@ import glob
 import html
 import io
 import json
-import re
 import statistics
 import sys
 from collections import Counter
@@ -34,11 +33,10 @@ from nbgrader.api import Gradebook, MissingEntry
 from nbgrader.coursedir import CourseDirectory
 from traitlets.config.loader import PyFileConfigLoader
 
-from utils.checks.codes import CODES
+from utils.checks.codes import CODES, describe, parse_code
 
 from .notebook_format import exercise_of, grade_id, visible_and_hidden
 
-CODE_AT_START = re.compile(r"^\[([A-Za-z0-9_-]+)\]")
 UNREGISTERED = "未登记的代码"
 EXAMPLES = 3      # example students shown per code
 TOP_SUMMARY = 5   # codes printed to stdout
@@ -62,8 +60,8 @@ def error_codes(cell: dict, uncoded: bool = True) -> list[str]:
     codes = []
     for output in cell.get("outputs", []):
         if output.get("output_type") == "error":
-            match = CODE_AT_START.match(output.get("evalue", ""))
-            codes += [match.group(1)] if match else [output.get("ename", "Error")] if uncoded else []
+            code = parse_code(output.get("evalue", ""))
+            codes += [code] if code else [output.get("ename", "Error")] if uncoded else []
     return codes
 
 
@@ -218,7 +216,11 @@ class CodeStats:
 
     @property
     def texts(self) -> tuple[str, str]:
-        return CODES.get(self.code, (UNREGISTERED, ""))
+        """The misconception and the first hint (what the feedback showed)."""
+        if self.code not in CODES:
+            return UNREGISTERED, ""
+        entry = describe(self.code)
+        return entry.misconception, entry.idea
 
 
 def exercise_stats(results: ClassResults) -> list[ExerciseStats]:

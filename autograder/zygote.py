@@ -5,28 +5,32 @@ A graded submission is CPU-bound and most of its cost used to be the same for ev
 starting Python and ipykernel and importing torch and matplotlib (about 2.5 s of a 5 s
 submission on one core). The zygote pays it once per grading process; each kernel is a fork of it.
 
-Between two kernels nothing of the first survives: when a kernel has exited, the zygote kills
-every other process of its sandbox (``kill(-1)`` in its own PID namespace reaches all of them at
-once, so nothing can fork away from it) and removes the System V IPC objects; once the grader
-has copied the submission folder back, it empties the only writable places (``/tmp``,
-``/dev/shm``, the folder of submissions), checks that they are empty and puts back the little its own
-start left there (matplotlib's configuration folder), so every kernel finds what a fresh one
-would. POSIX message queues cannot be created at all (RLIMIT_MSGQUEUE = 0). If anything
-survives, the zygote exits and the pool starts a new sandbox. The zygote is the sandbox's init
-(its kernels cannot kill or stop it) and not dumpable (they cannot read or trace it). It runs
-with the standard library only until it preloads.
+Between two kernels nothing of the first survives: once the grader is done with a kernel, the
+zygote kills every other process of its sandbox (``kill(-1)`` in its own PID namespace reaches all
+of them at once, so nothing can fork away from it) and removes the System V IPC objects; once the
+grader has copied the submission folder back, it empties the only writable places (the layout's
+temporary folders, ``/tmp`` and ``/dev/shm``, and the folder of submissions), checks that they are
+empty and puts back the little its own start left there (matplotlib's configuration folder), so
+every kernel finds what a fresh one would. POSIX message queues cannot be created at all
+(RLIMIT_MSGQUEUE = 0). If anything survives, the zygote says so and exits, and the pool starts a
+new sandbox. The zygote is the sandbox's init (its kernels cannot kill or stop it) and not dumpable
+(they cannot read or trace it). It runs with the standard library only until it preloads; it writes
+nothing to its output streams (its kernels share them).
 
 Protocol: one JSON object per message of a :class:`multiprocessing.connection.Connection` (its
 framing: no message is ever half read); the zygote reads requests on fd ``requests`` and answers
-on fd ``replies`` (both given on the command line, closed in every kernel).
+on fd ``replies`` (both given on the command line, closed in every kernel); the command line then
+names the folder of submissions, the grader's PID namespace and the temporary folders to clear.
 
-* ``{"op": "spawn", "connection": {...}, "env": {...}, "cwd": path}`` → ``{"pid": n}``: a kernel working in
-  ``cwd``, which lies in the folder of submissions (the grader has copied the notebook's folder there)
-* ``{"op": "poll", "pid": n}`` → ``{"returncode": null | int}`` (negative: killed by a signal); once it
-  is not null, every other process of the sandbox has been killed
+* ``{"op": "spawn", "connection": {...}, "env": {...}, "cwd": path, "arguments": [...]}`` → ``{"pid": n}``:
+  a kernel working in ``cwd``, which lies in the folder of submissions (the grader has copied the
+  notebook's folder there), with the kernel spec's extra ``arguments``
+* ``{"op": "poll", "pid": n}`` → ``{"returncode": null | int}`` (negative: killed by a signal)
+* ``{"op": "signal", "pid": n, "signum": s}`` → ``{}``
+* ``{"op": "sweep"}`` → ``{}``: every process but the zygote killed (the kernel too, if it still runs)
 * ``{"op": "clear"}`` → ``{}``: the writable folders emptied (after the grader copied the submission
   folder back), so the next kernel may be forked
-* ``{"op": "signal", "pid": n, "signum": s}`` → ``{}``
+* any request → ``{"error": why}``: something survived; the zygote exits
 """
 from __future__ import annotations
 
@@ -43,7 +47,6 @@ import signal
 import stat
 import sys
 import time
-import traceback
 from multiprocessing.connection import Connection
 
 # What every kernel of the course imports and whose import depends on no IPython shell (the
@@ -52,7 +55,6 @@ PRELOAD = ("torch", "numpy", "matplotlib", "matplotlib.pyplot", "IPython", "ipyk
            "ipykernel.debugger")
 # ipykernel sets this before any user code runs; matplotlib reads it when it is imported.
 INLINE_BACKEND = "module://matplotlib_inline.backend_inline"
-TEMPORARY = ("/tmp", "/dev/shm")
 SYSV_IPC = {"shm": "shmctl", "msg": "msgctl", "sem": "semctl"}
 PR_SET_DUMPABLE = 4
 IPC_RMID = 0
@@ -205,7 +207,7 @@ def become_kernel(request: dict, channels: tuple[int, int]) -> None:
     from ipykernel import kernelapp
 
     sys.argv = [os.path.join(os.path.dirname(os.path.dirname(kernelapp.__file__)), "ipykernel_launcher.py"),
-                "-f", connection_file]
+                "-f", connection_file, *request["arguments"]]
     del sys.path[0]  # this script's folder; ipykernel_launcher takes the working directory out in the same way
     kernelapp.launch_new_instance()
 
@@ -220,9 +222,7 @@ def fork_kernel(request: dict, channels: tuple[int, int]) -> int:
         status = 0
     except SystemExit as end:
         status = end.code if isinstance(end.code, int) else 0
-    except BaseException:
-        traceback.print_exc()
-    finally:
+    finally:  # any other exception: status 1 (nothing is printed: the kernel's streams lead nowhere)
         try:
             import atexit
             atexit._run_exitfuncs()
@@ -261,11 +261,12 @@ def prepare(host_pid_namespace: str) -> dict[str, str]:
 class Zygote:
     """The sandbox's init (pid 1: its kernels cannot signal it) and the parent of one kernel at a time."""
 
-    def __init__(self, channels: tuple[int, int], submissions: str, set_by_imports: dict[str, str]):
+    def __init__(self, channels: tuple[int, int], submissions: str, temporary: list[str],
+                 set_by_imports: dict[str, str]):
         self.channels, self.submissions, self.set_by_imports = channels, submissions, set_by_imports
-        self.writable = {folder: stat.S_IMODE(os.stat(folder).st_mode) for folder in (*TEMPORARY, submissions)}
-        self.as_started = [entry for folder in TEMPORARY for entry in snapshot(folder)]
-        self.kernel: int | None = None      # the running kernel
+        self.writable = {folder: stat.S_IMODE(os.stat(folder).st_mode) for folder in (*temporary, submissions)}
+        self.as_started = [entry for folder in temporary for entry in snapshot(folder)]
+        self.kernel: int | None = None      # the kernel, from its spawn to the sweep
         self.ended: dict[int, int] = {}     # pid -> return code, of the kernels that have ended
         self.clear = True                   # nothing of an ended kernel is left
         signal.signal(signal.SIGCHLD, self.on_child_exit)
@@ -298,16 +299,21 @@ class Zygote:
                 if request["signum"] == signal.SIGKILL:  # answer once it is gone: the next poll finds it ended
                     self.wait_for_end(pid)
             return {}
+        if op == "sweep":  # the grader is done with the kernel: it and all it started end
+            stop_everything()
+            self.kernel = None
+            return {}
         if op == "clear":  # the grader has copied the submission's folder back
+            if self.kernel is not None:
+                raise Dirty("asked to clear before the sweep")
             for folder, mode in self.writable.items():
                 empty(folder, mode)
             restore(self.as_started)
             self.clear = True
             return {}
-        if pid == self.kernel and pid in self.ended:  # op == "poll": it ended; so does everything it started
-            self.kernel = None
-            stop_everything()
-        return {"returncode": None if pid == self.kernel else self.ended.get(pid, -signal.SIGKILL)}
+        if pid in self.ended:  # op == "poll": report, nothing else
+            return {"returncode": self.ended[pid]}
+        return {"returncode": None if pid == self.kernel else -signal.SIGKILL}
 
     def serve(self, requests: Connection, replies: Connection) -> None:
         while True:
@@ -315,13 +321,23 @@ class Zygote:
                 request = json.loads(requests.recv_bytes())
             except EOFError:  # the grader has gone
                 return
-            replies.send_bytes(json.dumps(self.answer(request)).encode())
+            try:
+                answer = self.answer(request)
+            except Dirty as dirty:
+                replies.send_bytes(json.dumps({"error": f"sandbox not clean: {dirty}"}).encode())
+                return
+            replies.send_bytes(json.dumps(answer).encode())
 
 
 def main(argv: list[str]) -> None:
-    requests_fd, replies_fd, submissions, host_pid_namespace = int(argv[0]), int(argv[1]), argv[2], argv[3]
-    zygote = Zygote((requests_fd, replies_fd), submissions, prepare(host_pid_namespace))
-    requests, replies = Connection(requests_fd, writable=False), Connection(replies_fd, readable=False)
+    requests_fd, replies_fd, submissions, host_pid_namespace, *temporary = argv
+    requests = Connection(int(requests_fd), writable=False)
+    replies = Connection(int(replies_fd), readable=False)
+    try:
+        zygote = Zygote((int(requests_fd), int(replies_fd)), submissions, temporary, prepare(host_pid_namespace))
+    except (Exception, SystemExit) as err:
+        replies.send_bytes(json.dumps({"error": f"cannot start: {err}"}).encode())
+        raise
     replies.send_bytes(json.dumps({"ready": sorted(PRELOAD)}).encode())
     zygote.serve(requests, replies)
 

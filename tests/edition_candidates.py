@@ -21,7 +21,8 @@ import warnings
 import utils.checks as checks
 from utils import reference
 
-SECONDS_PER_TRY = 3
+SECONDS_PER_TRY = 3      # most candidates fail at once; one that runs out of time is tried again with
+SECONDS_PER_RETRY = 60   # this much (a busy machine), and reported if it runs out again
 # the contract's classes (an nn.Module or a cache): a function cannot be one, nor a class a function
 CLASSES = {name for name in reference.__all__ if isinstance(getattr(reference, name), type)}
 
@@ -62,7 +63,7 @@ def candidates(package: types.ModuleType, skip: tuple[str, ...] = (),
     return found
 
 
-class _TooLong(Exception):
+class _TooLong(BaseException):  # not an Exception: no check or agent may swallow it
     pass
 
 
@@ -70,17 +71,25 @@ def _alarm(_signum, _frame):
     raise _TooLong()
 
 
-def passes(exercise: str, candidate) -> bool:
-    """Whether ``candidate`` passes the full (hidden) check of ``exercise``."""
+def outcome(exercise: str, candidate) -> str:
+    """"pass", "fail" or "timeout": ``candidate`` under the full (hidden) check of ``exercise``. A try cut
+    short is tried again with more time, then reported: a slow candidate might be an answer."""
+    first = _try(exercise, candidate, SECONDS_PER_TRY)
+    return _try(exercise, candidate, SECONDS_PER_RETRY) if first == "timeout" else first
+
+
+def _try(exercise: str, candidate, seconds: int) -> str:
     check = getattr(checks, f"check_{exercise}")
     previous = signal.signal(signal.SIGALRM, _alarm)
-    signal.alarm(SECONDS_PER_TRY)
+    signal.alarm(seconds)
     try:
         with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.StringIO()):
             check(candidate, extended=True, seed=7)
-        return True
-    except BaseException:  # noqa: BLE001 — anything but a pass is a fail, SystemExit included
-        return False
+        return "pass"
+    except _TooLong:
+        return "timeout"
+    except BaseException:  # noqa: BLE001 — anything else but a pass is a fail, SystemExit included
+        return "fail"
     finally:
         signal.alarm(0)
         signal.signal(signal.SIGALRM, previous)
@@ -88,7 +97,8 @@ def passes(exercise: str, candidate) -> bool:
 
 def passing_candidates(package: types.ModuleType, exercises: list[str], skip: tuple[str, ...] = (),
                        without_oracles: bool = False) -> list[str]:
-    """``exercise <- candidate`` for every candidate of ``package`` that passes an exercise's full check.
+    """``exercise <- candidate`` for every candidate of ``package`` that passes an exercise's full check, or
+    whose try ran out of time (``exercise <- candidate (timed out)``: it could not be told apart from an answer).
 
     The search runs in a forked child of this process: a try cut short by its alarm can stop a first import
     half-way (seen: sympy, which torch imports lazily, and transformers' lazy names, broken for every later
@@ -120,6 +130,7 @@ def _search(package: types.ModuleType, exercises: list[str], skip: tuple[str, ..
         for where, obj in found.items():
             if inspect.isclass(obj) != wants_class:
                 continue
-            if passes(exercise, obj):
-                hits.append(f"{exercise} <- {where}")
+            result = outcome(exercise, obj)
+            if result != "fail":
+                hits.append(f"{exercise} <- {where}" + (" (timed out)" if result == "timeout" else ""))
     return hits

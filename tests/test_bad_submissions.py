@@ -193,29 +193,30 @@ def cases(release: dict, targets: list[tuple[str, int]]) -> dict[str, tuple[obje
                                                   "    warnings.warn('a harmless warning')\n"
                                                   "    print('debug', file=sys.stderr)\n"
                                                   "    return x @ w_q, x @ w_k, x @ w_v"), FULL, PASSED),
+        # a wrong answer whose kernel lies to its own checks: the judge decides outside the kernel
+        # (tests/test_forged_verdicts.py makes kernels lie in more ways, against a control)
         "patch-allclose": (change(g, project_qkv=WRONG_PROJECT + "\ntorch.allclose = lambda *a, **k: True"),
-                           ALL_ZERO, "[tampered]"),
-        "patch-assert-close": (change(g, project_qkv=WRONG_PROJECT
-                                      + "\ntorch.testing.assert_close = lambda *a, **k: None"),
-                               ALL_ZERO, "[tampered]"),
+                           PROJECT_ZERO, "[weights-transposed]"),
         "patch-print": (change(g, project_qkv=WRONG_PROJECT
                                + "\nimport builtins\nbuiltins.print = lambda *a, **k: None"),
-                        ALL_ZERO, "[tampered]"),
+                        PROJECT_ZERO, "[weights-transposed]"),
         "patch-check": (change(g, project_qkv=WRONG_PROJECT + "\ndef check_project_qkv(f):\n    print('✓')"),
-                        ALL_ZERO, "[tampered]"),
-        "patch-via-vars": (change(g, project_qkv=WRONG_PROJECT + "\nvars(torch)['allclose'] = lambda *a, **k: True"),
-                           ALL_ZERO, "[tampered]"),
-        "rebind-check-via-globals": (change(g, project_qkv=WRONG_PROJECT + "\nglobals()['check_project_qkv'] = print"),
-                                     ALL_ZERO, "[tampered]"),
+                        PROJECT_ZERO, "[weights-transposed]"),
         "exec-built-string": (change(g, project_qkv=WRONG_PROJECT
                                      + "\nexec('torch.all' + 'close = lambda *a, **k: True')"),
-                              ALL_ZERO, "[tampered]"),
+                              PROJECT_ZERO, "[weights-transposed]"),
+        # the grading kernel imports the class edition: the graded section's reference is not in it (the name
+        # there stands for the learner's own saved solution, which this is not)
         "uses-reference": (change(g, project_qkv="from utils.reference import project_qkv"), PROJECT_ZERO,
-                           "[uses-reference]"),
+                           "ExerciseNeeded"),
         "uses-reference-via-helper": (with_helper(change(g, project_qkv="def project_qkv(*a):\n    return _mine(*a)"),
                                                   "from utils.reference import project_qkv as _ref\n"
                                                   "def _mine(*args):\n    return _ref(*args)"),
-                                      PROJECT_ZERO, "[uses-reference]"),
+                                      PROJECT_ZERO, "[crashed]"),
+        "reads-the-answer-file": (change(g, project_qkv="import pathlib, utils.reference as r\n"
+                                                        "source = pathlib.Path(r.__file__).parent.joinpath("
+                                                        "'s01_qkv_and_scores.py').read_text()\n"
+                                                        "exec(source)"), PROJECT_ZERO, "还没有定义"),
     }
 
 
@@ -246,6 +247,7 @@ def assert_sealed(course: Course, listener: Listener) -> None:
 
 
 @pytest.mark.slow
+@pytest.mark.needs("bwrap")
 def test_bad_submissions_cost_only_their_own_points(tmp_path, monkeypatch, listener):
     course = Course.create(tmp_path, [SECTION], extra_config=cell_timeouts(6))
     source = course.root / "solutions" / SECTION / f"{SECTION}.ipynb"

@@ -13,6 +13,9 @@ from utils import reference
 from utils.checks.codes import CODES
 
 from .bugbank import all_variants, load
+from autograder.judge import SEEDS
+
+from .judging import judge_locally
 
 VARIANTS = all_variants()
 EXERCISES = sorted({v.exercise for v in VARIANTS})
@@ -28,13 +31,22 @@ def run_check(exercise: str, candidate, **kwargs) -> str | None:
     return None
 
 
+# The learner's visible check in the notebook; the judge's visible and hidden runs in grading (fresh seeds up
+# to judge.SEEDS, as large as a grading seed gets; every call and answer through the protocol's codec).
+RUNS = {"notebook": (False, 0, False), "judge-visible": (False, SEEDS - 17, True),
+        "judge-hidden": (True, 987_654, True)}
+
+
 @pytest.mark.parametrize("variant", VARIANTS, ids=lambda v: v.id)
-@pytest.mark.parametrize("extended", [False, True], ids=["visible", "hidden"])
-def test_variant_gets_its_diagnosis(variant, extended):
+@pytest.mark.parametrize("run", RUNS)
+def test_variant_gets_its_diagnosis(variant, run):
     assert variant.expected is None or variant.expected in CODES
-    got = run_check(variant.exercise, load(variant), extended=extended, seed=0 if not extended else 7)
+    extended, seed, judged = RUNS[run]
+    candidate = load(variant)
+    got = (judge_locally(variant.exercise, candidate, extended, seed) if judged
+           else run_check(variant.exercise, candidate, extended=extended, seed=seed))
     expected = None if variant.fits_visible and not extended else variant.expected
-    assert got == expected, f"{variant.id}: expected {expected}, check said {got}"
+    assert got == expected, f"{variant.id} ({run}): expected {expected}, check said {got}"
 
 
 @pytest.mark.parametrize("exercise", EXERCISES)

@@ -8,7 +8,9 @@ import pytest
 import torch
 from matplotlib.ft2font import FT2Font
 
-from utils.checks.core import FAIL_MARK, PASS_MARK, CheckError, check, expect, joined
+from utils.checks.compare import expect, joined
+from utils.checks.core import FAIL_MARK, PASS_MARK, CheckError, check
+from utils.checks.protocol import CANDIDATE, Call
 from utils.progress import MARKS
 
 # DejaVu Sans Mono: shipped with matplotlib and with every common Linux desktop, and a fallback
@@ -45,15 +47,16 @@ def test_a_wrong_value_is_reported_without_a_stray_space():
 
 def test_pass_line_uses_the_pass_mark(capsys):
     @check("always_right")
-    def check_always_right(candidate):
-        pass
+    def check_always_right(extended=False, seed=0):
+        yield Call(CANDIDATE)
 
     check_always_right(lambda: None)
     assert capsys.readouterr().out.startswith(f"{PASS_MARK} always_right 通过全部检查")
 
 
 @pytest.mark.parametrize("quiz", ["quiz_head_width", "quiz_attention_memory", "quiz_complexity", "quiz_kv_cache",
-                                  "quiz_ffn_share", "quiz_rope", "quiz_read_config", "quiz_misconceptions"])
+                                  "quiz_ffn_share", "quiz_rope", "quiz_read_config", "quiz_misconceptions",
+                                  "quiz_induction_heads"])
 def test_a_quiz_pass_line_names_what_only_the_hidden_test_judges(quiz, capsys):
     """A visible quiz check that leaves keys to the hidden test does not say 通过全部检查; the hidden one does."""
     import utils.checks as checks
@@ -65,3 +68,33 @@ def test_a_quiz_pass_line_names_what_only_the_hidden_test_judges(quiz, capsys):
     hidden = capsys.readouterr().out
     assert "只由隐藏测试评分" in visible and "通过全部检查" not in visible, visible
     assert "通过全部检查" in hidden, hidden
+
+
+def test_the_hints_come_one_at_a_time_and_the_last_step_shows_the_answer(capsys):
+    """hint=1, 2, 3 show that many hints (the third computed on the check's own input), each telling how to
+    ask for the next; hint=4 shows the reference answer in the self-study edition."""
+    import utils.checks as checks
+
+    def off_by_half(q, k):
+        return q @ k.transpose(-2, -1) + 0.5
+
+    for level in (1, 2, 3):
+        with pytest.raises(CheckError) as caught:
+            checks.check_attention_scores(off_by_half, hint=level)
+        text = str(caught.value)
+        assert caught.value.code == "wrong"
+        assert [f"提示 {n}" in text for n in (1, 2, 3)] == [n <= level for n in (1, 2, 3)], text
+        assert f"hint={level + 1}" in text
+    assert "应为" in caught.value.hints()[2], "hint 3 is the check's own number"
+    checks.check_attention_scores(off_by_half, hint=4)
+    shown = capsys.readouterr().out
+    assert "def attention_scores" in shown and "参考答案" in shown
+
+
+def test_the_class_edition_has_no_answer_step(monkeypatch, capsys):
+    import utils.checks as checks
+    from utils import edition
+    monkeypatch.setattr(edition, "IS_STUDENT", True)
+    checks.check_attention_scores(lambda q, k: q, hint=4)
+    shown = capsys.readouterr().out
+    assert "班级版没有" in shown and "def " not in shown

@@ -1,7 +1,7 @@
 """The class edition as students install it: built, installed into a fresh virtual environment,
 searched for answers and run through the bug bank.
 
-Built with ``--answers-through 04_masks``: sections 05–11 are the open assignments here.
+Built with ``--answers-through 04_masks``: sections 05–12 are the open assignments here.
 """
 from __future__ import annotations
 
@@ -15,12 +15,13 @@ import sys
 import pytest
 
 from autograder.build import section_ids
-from autograder.notebook_format import cell_kind, exercises
+from autograder.notebook_format import cell_kind, exercises, grade_id
 
 from .bugbank import all_variants
 from .class_edition import ANSWERS_THROUGH, OPEN, OPEN_EXERCISES, install, renamed_copy
 from .conftest import ROOT, load_notebook
 from .edition_candidates import passing_candidates
+from .test_learners_build import ALLOWED, exercise_answers, forms, normalized_text
 from .test_bugbank import run_check
 
 pytestmark = pytest.mark.slow
@@ -164,7 +165,21 @@ def test_no_solution_code_or_hidden_input_of_an_open_section_is_in_it(installed)
     found += [f"{s} hidden test: {line}" for s in section_ids() for line in _hidden_lines(s) if line in everything]
     found += [f"hidden case or truth: {line}" for line in _instructor_only_lines() - _check_code_lines()
               if line in everything]
+    found += [f"{s} notebook shows: {line}" for s in OPEN for line in _shown_answer_lines(installed.out, s)]
     assert not found, "the class edition holds:\n" + "\n".join(sorted(found))
+
+
+def _shown_answer_lines(out, section: str) -> list[str]:
+    """The answer lines of an open section that its learner notebook or a later one in the edition shows, compared
+    as tests/test_learners_build.py does (spaces, comments and ``self.`` aside; an assignment's right-hand side).
+    An earlier section's notebook teaches the building blocks (a softmax line, an embedding lookup) that later
+    answers reuse; a line the course hands out (given code, closed solutions) is no leak either."""
+    notebooks = [path for path in out.glob("notebooks/*/*.ipynb") if path.parent.name >= section]
+    text = normalized_text(_text(notebooks))
+    given = {normalized_text(line) for line in _given_lines()}
+    return [line for exercise, lines in exercise_answers(section).items() for line in lines
+            if line not in given and any(form in text for form in forms(line))
+            and (section, exercise, line) not in ALLOWED]
 
 
 def test_it_keeps_the_references_of_closed_sections_only(installed):
@@ -192,7 +207,10 @@ def test_a_later_notebook_runs_with_open_sections_left_undone(installed, tmp_pat
     cells = json.loads((work / f"{section}.ipynb").read_text(encoding="utf-8"))["cells"]
     errors = [o for c in cells for o in c.get("outputs", []) if o["output_type"] == "error"]
     texts = [o for c in cells for o in c.get("outputs", []) if o["output_type"] == "stream"]
-    assert errors, "the stubs' checks fail"
+    checks = {grade_id(c): [o for o in c.get("outputs", []) if o["output_type"] == "error"] for c in cells
+              if cell_kind(c) == "test" and not grade_id(c).endswith("_hidden")}
+    assert checks and all(len(e) == 1 and e[0]["evalue"].startswith("[not-implemented]") for e in checks.values()), \
+        {g: [o["evalue"][:60] for o in e] for g, e in checks.items()}
     kinds = {o["ename"] for o in errors}
     assert kinds <= {"CheckError", "ExerciseNeeded", "NameError"}, kinds
     assert any(o["ename"] == "ExerciseNeeded" for o in errors), "a demo says it waits for the exercise"

@@ -1,20 +1,28 @@
-"""Grading kernels forked from a zygote (autograder/kernel_pool.py, autograder/zygote.py) are the
-kernels bwrap would start, and nothing of one kernel reaches the next one forked from the same zygote."""
+"""Grading kernels started by the course's provisioner (autograder/provisioner.py): forked from a
+zygote (autograder/kernel_pool.py, autograder/zygote.py) they are the kernels bwrap would start, nothing
+of one kernel reaches the next one forked from the same zygote, and every kernel imports the course
+package from the layout's folder."""
 from __future__ import annotations
 
 import asyncio
 import json
 import logging
 import os
+import secrets
 import sys
+from pathlib import Path
 
 import pytest
+from jupyter_client.manager import AsyncKernelManager
+from traitlets.config import Config
 
-from autograder import kernel_pool, sandbox, zygote
-from autograder.kernel_pool import ForkingKernelManager, ZygotePool
+from autograder import kernel_pool, zygote
+from autograder.config import configure
+from autograder.kernel_pool import ZygotePool
+from autograder.preprocessors import ResilientExecute
+from autograder.provisioner import SandboxProvisioner, sandboxed
 
-needs_bwrap = pytest.mark.skipif(sandbox.unavailable_reason() is not None,
-                                 reason=f"no sandbox on this machine: {sandbox.unavailable_reason()}")
+needs_bwrap = pytest.mark.needs("bwrap")
 LAUNCHER = ["-m", "ipykernel_launcher", "-f", "{connection_file}"]
 
 # What a notebook could observe of its kernel, before importing anything itself (nbclient tells a
@@ -54,9 +62,15 @@ print(json.dumps({"tmp": sorted(os.listdir('/tmp')), "shm": sorted(os.listdir('/
 """
 
 
-async def _run(code: str, cwd: str, manager=ForkingKernelManager, env: dict | None = None) -> str:
-    """Start a kernel with ``manager`` in ``cwd``, run ``code``, shut it down; its stdout."""
-    km = manager(kernel_name="python3")
+def grading_kernel_manager(**provisioner) -> AsyncKernelManager:
+    """jupyter_client's own kernel manager, as ResilientExecute configures it (``provisioner``: the
+    provisioner's traits; by default, forked in the sandbox)."""
+    return sandboxed(AsyncKernelManager(kernel_name="python3"), **provisioner)
+
+
+async def _run(code: str, cwd: str, env: dict | None = None, **provisioner) -> str:
+    """Start a grading kernel in ``cwd``, run ``code``, shut it down; its stdout."""
+    km = grading_kernel_manager(**provisioner)
     await km.start_kernel(cwd=cwd, env=env or dict(os.environ))
     kc = km.client()
     kc.start_channels()
@@ -87,16 +101,25 @@ def fresh_pool(monkeypatch):
     pool.close()
 
 
-def test_forked_kernels_come_from_the_registered_provisioner():
-    """The fork is made through jupyter_client's documented seam: a kernel provisioner, found by the
-    entry point pyproject.toml registers and named by the forking manager's kernel spec."""
+def test_grading_kernels_come_from_the_registered_provisioner_configured_by_the_kernelspec():
+    """The sandbox is owned by one class on jupyter_client's documented seam: a kernel provisioner, found by
+    the entry point pyproject.toml registers, its traits from the kernelspec's provisioner config, under
+    jupyter_client's own kernel manager; nothing of ours overrides a private method."""
     from jupyter_client.provisioning import KernelProvisionerFactory
-    km = ForkingKernelManager(kernel_name="python3")
+    config = Config()
+    configure(config)
+    config.ResilientExecute.update(fork_kernels=False, course_package="/edition/utils")
+    km = ResilientExecute(config=config, kernel_name="python3").create_kernel_manager()
+    assert type(km) is AsyncKernelManager
     factory = KernelProvisionerFactory.instance()
     assert factory.is_provisioner_available(km.kernel_spec), "the entry point is registered"
     provisioner = factory.create_provisioner_instance("k", km.kernel_spec, parent=km)
-    assert isinstance(provisioner, kernel_pool.ForkedKernelProvisioner)
-    assert "_async_launch_kernel" not in vars(ForkingKernelManager), "no private launch override"
+    assert isinstance(provisioner, SandboxProvisioner)
+    assert (provisioner.sandbox, provisioner.fork, provisioner.course_package) == (True, False, "/edition/utils")
+    assert km.kernel_spec.interrupt_mode == "message", "a SIGINT from outside would stop bwrap"
+    private = [f"{cls.__name__}.{name}" for cls in SandboxProvisioner.mro() if cls.__module__.startswith("autograder")
+               for name in vars(cls) if name.startswith("_async")]
+    assert private == []
 
 
 def test_the_zygote_refuses_to_run_in_the_graders_pid_namespace():
@@ -123,8 +146,8 @@ def test_a_forked_kernel_is_the_kernel_bwrap_would_start(tmp_path):
     folder.mkdir(parents=True)
     (folder / "data.txt").write_text("the submission's own file")
     env = {**os.environ, "NBGRADER_EXECUTION": "autograde"}
-    started, forked, forked_again = (last_json(run(OBSERVE, folder, manager=m, env=env)) for m in
-                                     (sandbox.SandboxedKernelManager, ForkingKernelManager, ForkingKernelManager))
+    started, forked, forked_again = (last_json(run(OBSERVE, folder, env=env, fork=fork)) for fork in
+                                     (False, True, True))
     assert forked.pop("preloaded") and not started.pop("preloaded"), "the second one really was forked"
     assert len({started.pop("seed"), forked.pop("seed"), forked_again["seed"]}) == 3, "torch's seed is fresh in each"
     assert forked == started
@@ -197,3 +220,71 @@ def test_where_no_zygote_starts_kernels_start_in_bwrap(tmp_path, fresh_pool, mon
         observed = last_json(run(OBSERVE, tmp_path))
     assert not observed["preloaded"] and observed["files"] == ["zygote.py"]
     assert "no kernel zygote" in caplog.text and fresh_pool.zygotes == []
+
+
+def running(token: str) -> list[int]:
+    """The processes of this machine (sandboxes included) whose command line holds ``token``."""
+    found = []
+    for pid in (p for p in os.listdir("/proc") if p.isdigit()):
+        try:
+            if token.encode() in Path(f"/proc/{pid}/cmdline").read_bytes():
+                found.append(int(pid))
+        except OSError:
+            continue
+    return found
+
+
+@pytest.mark.slow
+@needs_bwrap
+@pytest.mark.usefixtures("fresh_pool")   # its zygote ends with the test, whatever happens
+def test_polling_a_forked_kernel_only_reports_and_its_cleanup_ends_all_it_started(tmp_path):
+    """The zygote's poll reports the kernel's end and does nothing else; the provisioner's cleanup stops
+    every process of the sandbox (here a detached one the kernel left) before its files are copied back."""
+    token = secrets.token_hex(8)
+    leave = (f"import os, subprocess, sys\nsubprocess.Popen([sys.executable, '-c', 'import time; time.sleep(600)', "
+             f"'{token}'], start_new_session=True)\nos._exit(3)")
+
+    async def scenario() -> tuple[list, list, list]:
+        km = grading_kernel_manager()
+        await km.start_kernel(cwd=str(tmp_path), env=dict(os.environ))
+        kc = km.client()
+        kc.start_channels()
+        try:
+            await kc.wait_for_ready(timeout=120)
+            kc.execute(leave)
+            while await km.is_alive():
+                await asyncio.sleep(0.05)
+            polled = [await km.provisioner.poll() for _ in range(3)]
+            left = running(token)
+        finally:
+            kc.stop_channels()
+            await km.cleanup_resources()
+        return polled, left, running(token)
+
+    polled, left, after_cleanup = asyncio.run(scenario())
+    assert polled == [3, 3, 3], "poll reports the kernel's exit status"
+    assert len(left) == 1, "polling stopped nothing: the detached process still runs"
+    assert after_cleanup == [], "the cleanup ended it"
+
+
+def edition(tmp_path: Path) -> Path:
+    """A course package folder of its own (a class edition's, say), its ``utils`` saying where it is from."""
+    package = tmp_path / "edition" / "utils"
+    package.mkdir(parents=True)
+    (package / "__init__.py").write_text("FROM = 'the class edition'\n")
+    return package
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("provisioner", [
+    pytest.param({"fork": True}, marks=needs_bwrap, id="forked"),
+    pytest.param({"fork": False}, marks=needs_bwrap, id="bwrap"),
+    pytest.param({"sandbox": False}, id="unsandboxed"),
+])
+@pytest.mark.usefixtures("fresh_pool")
+def test_the_kernel_imports_the_course_package_from_the_layouts_folder(tmp_path, provisioner):
+    package = edition(tmp_path)
+    work = tmp_path / "work"
+    work.mkdir()
+    out = run("import utils\nprint(utils.FROM, utils.__file__)", work, course_package=str(package), **provisioner)
+    assert out.strip() == f"the class edition {package / '__init__.py'}"

@@ -1,14 +1,17 @@
-"""A grading kernel is ready as soon as it answers (autograder/sandbox.py's ReadyKernelClient):
+"""A grading kernel is ready as soon as it answers (autograder/provisioner.py's ReadyKernelClient):
 no fixed 0.2 s of draining IOPub per submission, and the same checks before it is called ready."""
 from __future__ import annotations
 
 import asyncio
 from queue import Empty
 
+import nbformat
 import pytest
+from traitlets.config import Config
 
-from autograder.kernel_pool import ForkingKernelManager
-from autograder.sandbox import ReadyKernelClient, SandboxedKernelManager
+from autograder.config import configure
+from autograder.preprocessors import ResilientExecute
+from autograder.provisioner import ReadyKernelClient
 
 KERNEL_INFO_REPLY = {"msg_type": "kernel_info_reply", "content": {"protocol_version": "5.3"}}
 STATUS = {"msg_type": "status", "content": {"execution_state": "idle"}}
@@ -74,6 +77,11 @@ def test_a_kernel_that_never_answers_times_out():
         wait(ScriptedClient(ScriptedChannel(), ScriptedChannel()), timeout=0)
 
 
-@pytest.mark.parametrize("manager", [SandboxedKernelManager, ForkingKernelManager])
-def test_grading_kernel_managers_hand_out_the_ready_client(manager):
-    assert isinstance(manager(kernel_name="python3").client(), ReadyKernelClient)
+@pytest.mark.parametrize("sandbox", [True, False], ids=["sandboxed", "unsandboxed"])
+def test_grading_kernel_managers_hand_out_the_ready_client(sandbox):
+    config = Config()
+    configure(config)
+    config.ResilientExecute.sandbox = sandbox
+    execute = ResilientExecute(config=config, kernel_name="python3")
+    execute.nb = nbformat.v4.new_notebook()
+    assert isinstance(execute.create_kernel_manager().client(), ReadyKernelClient)

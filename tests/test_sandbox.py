@@ -11,21 +11,25 @@ from __future__ import annotations
 import json
 import logging
 import os
+import signal
 import tempfile
-import time
 from pathlib import Path
+from secrets import token_hex
 
+import nbformat
 import pytest
 from traitlets.config import Config
 
 from autograder import grade, sandbox
+from autograder.config import configure
+from autograder.preprocessors import ResilientExecute
 
 from .busy_machine import cell_timeouts
 from .nbgrader_course import Course, with_solution
+from .test_kernel_pool import running
 from .test_bad_submissions import FULL, GOOD_PROJECT, PROJECT_ZERO, SECTION, good, with_helper
 
-needs_bwrap = pytest.mark.skipif(sandbox.unavailable_reason() is not None,
-                                 reason=f"no sandbox on this machine: {sandbox.unavailable_reason()}")
+needs_bwrap = pytest.mark.needs("bwrap")
 
 CELL_SECONDS = 6
 SIGINT_LOOP = "import signal\nsignal.signal(signal.SIGINT, signal.SIG_IGN)\nwhile True:\n    pass"
@@ -47,19 +51,37 @@ def probe(paths: dict[str, str]) -> str:
             "print('GRADED AS', os.environ.get('NBGRADER_EXECUTION'))\n")
 
 
+# In the command line of the detached process: the test finds it by that, in the sandbox and on the host.
+DETACHED = token_hex(8)
+
+
 def detach(root: Path) -> str:
-    """A cell that starts a detached process which says it started, waits for grading to end, then
-    writes full marks into the gradebook and leaves a marker (in the notebook's folder, which it may write)."""
-    later = ("import sqlite3, time, pathlib\n"
+    """A cell that starts a detached process (it says it started, then writes full marks into the
+    gradebook every tenth of a second, forever) and hangs its kernel: the cell times out and runs
+    again in a fresh kernel (forked from the same zygote), which prints the processes of the
+    detached one it can see."""
+    later = ("import pathlib, sqlite3, time\n"
              "pathlib.Path('detached-started.marker').write_text('x')\n"
-             "time.sleep(4)\n"
-             "pathlib.Path('outlived-grading.marker').write_text('x')\n"
-             f"db = sqlite3.connect({str(root / 'gradebook.db')!r})\n"
-             "db.execute('update grade set manual_score = 99')\n"
-             "db.commit()\n")
-    return ("import subprocess, sys\n"
-            f"subprocess.Popen([sys.executable, '-c', {later!r}], start_new_session=True,\n"
-            "                 stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)\n")
+             "while True:\n"
+             "    time.sleep(0.1)\n"
+             "    try:\n"
+             f"        db = sqlite3.connect({str(root / 'gradebook.db')!r})\n"
+             "        db.execute('update grade set manual_score = 99')\n"
+             "        db.commit()\n"
+             "    except sqlite3.Error:\n"
+             "        pass\n")
+    return ("import os, subprocess, sys, time\n"
+            "if not os.path.exists('detached-started.marker'):\n"
+            f"    subprocess.Popen([sys.executable, '-c', {later!r}, {DETACHED!r}], start_new_session=True,\n"
+            "                     stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)\n"
+            "    deadline = time.monotonic() + 60\n"
+            "    while not os.path.exists('detached-started.marker') and time.monotonic() < deadline:\n"
+            "        time.sleep(0.05)\n"
+            "    while True:\n"
+            "        time.sleep(0.1)\n"
+            "seen = [p for p in os.listdir('/proc') if p.isdigit()\n"
+            f"        and {DETACHED.encode()!r} in open(f'/proc/{{p}}/cmdline', 'rb').read()]\n"
+            "print('SURVIVORS', seen)\n")
 
 
 def notebook(release: dict, project: str = GOOD_PROJECT, before: str = "") -> dict:
@@ -114,9 +136,9 @@ def parallel_run(course, planted_connection_file, monkeypatch_module):
     for student, nb in submissions.items():
         course.submit(student, SECTION, nb)
     monkeypatch_module.chdir(root)
-    status = grade.main([SECTION, "--jobs", "2"])
-    time.sleep(6)  # what the detached process waited for: grading is over
-    return status
+    yield grade.main([SECTION, "--jobs", "2"])
+    for pid in running(DETACHED):   # where a test below failed
+        os.kill(pid, signal.SIGKILL)
 
 
 @pytest.fixture(scope="module")
@@ -125,11 +147,20 @@ def monkeypatch_module():
         yield mp
 
 
-def test_without_bwrap_grading_warns_and_runs_unsandboxed(monkeypatch, caplog, capsys):
+def test_without_bwrap_grading_warns_and_runs_unsandboxed(monkeypatch, caplog, capsys, tmp_path):
+    """A newcomer's machine: each kernel says in the log that it is not sandboxed, and runs as the grader
+    (in its PID namespace), still on unix sockets."""
     monkeypatch.setattr(sandbox.shutil, "which", lambda _: None)
     monkeypatch.setattr(sandbox, "unavailable_reason", sandbox.unavailable_reason.__wrapped__)
+    config = Config()
+    configure(config)
+    look = ("import json, os\nfrom ipykernel.connect import get_connection_file\n"
+            "print(json.load(open(get_connection_file()))['transport'], os.readlink('/proc/self/ns/pid'))")
+    nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell(look)])
     with caplog.at_level(logging.WARNING):
-        assert sandbox.kernel_manager_class(logging.getLogger("grading")) is sandbox.UnixSocketKernelManager
+        ResilientExecute(config=config, log=logging.getLogger("grading")).preprocess(
+            nb, {"metadata": {"path": str(tmp_path)}})
+    assert nb.cells[0].outputs[0]["text"].split() == ["ipc", os.readlink("/proc/self/ns/pid")]
     assert "没有找到 bwrap" in caplog.text and "教师指南 §6.3" in caplog.text
     grade.warn_if_unsealed(Config())
     assert "学生代码将以评分用户的身份运行" in capsys.readouterr().err
@@ -168,9 +199,12 @@ def test_the_sealed_kernel_still_knows_it_is_being_graded(course, parallel_run):
 @pytest.mark.slow
 @needs_bwrap
 def test_a_detached_process_dies_with_the_kernel_and_never_reaches_the_gradebook(course, parallel_run):
+    """Its kernel is replaced (the cell timed out): the next kernel, in the same sandbox, sees nothing of it,
+    and once grading is over it runs nowhere on the machine."""
     assert parallel_run == 0
     assert list(course.root.glob("autograded/detacher/**/detached-started.marker")), "the detached process never ran"
-    assert not list(course.root.glob("**/outlived-grading.marker"))
+    assert "SURVIVORS []" in outputs(course, "detacher"), outputs(course, "detacher")[-500:]
+    assert running(DETACHED) == []
     assert scores(course)["detacher"] == PROJECT_ZERO
 
 

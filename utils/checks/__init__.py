@@ -1,8 +1,10 @@
 """Visible checks: ``check_<name>(candidate)`` for every graded exercise.
 
 Each returns quietly (printing a short Chinese pass line) when the candidate is right and
-raises :class:`CheckError` — message in Chinese, starting with ``[code]`` — otherwise.
-Hidden tests call the same functions with ``extended=True`` and another ``seed``.
+raises :class:`CheckError` — message in Chinese, starting with ``[code]`` — otherwise;
+``hint=2`` and ``hint=3`` show further hints. Hidden tests call the same checks with
+``extended=True`` and another ``seed``; in grading, the judge (autograder/judge.py) runs each
+check's ``.definition`` itself, with the learner's code answering through the kernel.
 
 The checks of section NN live in ``sNN.py``; every ``check_*`` they define is exported
 here, so adding a section needs no edit of this file.

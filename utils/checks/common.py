@@ -1,4 +1,5 @@
-"""Helpers the section checks share: fixed weights loaded by the contract's names."""
+"""Helpers the section checks share: fixed weights loaded by the contract's names, modules' layouts,
+quiz answers."""
 from __future__ import annotations
 
 import math
@@ -8,7 +9,9 @@ from collections.abc import Mapping
 import torch
 import torch.nn as nn
 
+from .compare import joined
 from .core import CheckError
+from .protocol import Call, Handle, Layout, Load
 
 
 def fixed_weights(shapes: Mapping[str, tuple[int, ...]], seed: int) -> dict[str, torch.Tensor]:
@@ -27,7 +30,8 @@ def fixed_weights(shapes: Mapping[str, tuple[int, ...]], seed: int) -> dict[str,
 
 
 def load_weights(module: nn.Module, weights: Mapping[str, torch.Tensor], code: str = "linear-layout") -> None:
-    """Copy ``weights`` into the module's parameters of those names (a missing name or shape: ``code``)."""
+    """Copy ``weights`` into the module's parameters of those names (a missing name or shape: ``code``).
+    Runs where the module is (the kernel, in grading): agent.Session performs protocol.Load with it."""
     params = dict(module.named_parameters(remove_duplicate=False))
     with torch.no_grad():
         for name, value in weights.items():
@@ -39,13 +43,49 @@ def load_weights(module: nn.Module, weights: Mapping[str, torch.Tensor], code: s
             param.copy_(value)
 
 
-def require_linear(layer, name: str, n_in: int, n_out: int, bias: bool, code: str = "linear-layout") -> None:
-    """``layer`` is ``nn.Linear(n_in, n_out, bias=bias)``, else ``code`` naming the attribute."""
-    if not isinstance(layer, nn.Linear):
-        raise CheckError(code, f"应有属性 {name} = nn.Linear(...)，实际是 {type(layer).__name__}。")
-    if (layer.in_features, layer.out_features, layer.bias is not None) != (n_in, n_out, bias):
+def make_module(target, what: str, *args, seed: int | None = None, hints: dict | None = None, hints_of=None,
+                **kwargs):
+    """(yields) ``target(*args, **kwargs)`` built under ``seed``: the module's handle and its layout (a
+    :class:`~protocol.Layout` dict); a result that is no nn.Module fails with [wrong-type]. ``hints`` /
+    ``hints_of``: as protocol.Call's, for a crash while building it."""
+    module = yield Call(target, args, kwargs, seed=seed, hints=hints, hints_of=hints_of)
+    if not (isinstance(module, Handle) and module.is_a("module")):
+        kind = module.type if isinstance(module, Handle) else type(module).__name__
+        raise CheckError("wrong-type", joined(what, f"应创建一个 nn.Module，实际是 {kind}。"))
+    return module, (yield Layout(module))
+
+
+def load(module, weights: Mapping[str, torch.Tensor], code: str = "linear-layout"):
+    """(yields) The check-made ``weights`` loaded into the module by name (see load_weights)."""
+    yield Load(module, dict(weights), code)
+
+
+def part(layout: dict, name: str) -> dict:
+    """The description of submodule ``name`` in a layout; for what is no module, its type only (an
+    attribute of the root) or NoneType (missing)."""
+    if name in layout["modules"]:
+        return layout["modules"][name]
+    kind = layout["attrs"].get(name, "NoneType") if "." not in name else "NoneType"
+    return {"type": kind, "kinds": (), "fields": {}}
+
+
+def require_linear(layer: dict, name: str, n_in: int, n_out: int, bias: bool, code: str = "linear-layout") -> None:
+    """``layer`` (a description) is ``nn.Linear(n_in, n_out, bias=bias)``, else ``code`` naming the attribute."""
+    if "linear" not in layer["kinds"]:
+        raise CheckError(code, f"应有属性 {name} = nn.Linear(...)，实际是 {layer['type']}。")
+    fields = layer["fields"]
+    got = (fields["in_features"], fields["out_features"], fields["bias"])
+    if got != (n_in, n_out, bias):
         want = f"nn.Linear({n_in}, {n_out}{'' if bias else ', bias=False'})"
-        raise CheckError(code, f"{name} 应为 {want}，实际是 {layer}。")
+        raise CheckError(code, f"{name} 应为 {want}，实际是 nn.Linear({got[0]}, {got[1]}, bias={got[2]})。")
+
+
+def require_swiglu_layout(layout: dict, prefix: str, dim: int, hidden: int, code: str = "ffn-layout") -> None:
+    """The SwiGLU at ``prefix`` ("" for the module itself) has w_gate, w_up = nn.Linear(dim, hidden),
+    w_down = nn.Linear(hidden, dim), none with a bias; else ``code`` naming the first one that is not."""
+    for name, n_in, n_out in (("w_gate", dim, hidden), ("w_up", dim, hidden), ("w_down", hidden, dim)):
+        path = f"{prefix}.{name}" if prefix else name
+        require_linear(part(layout, path), path, n_in, n_out, bias=False, code=code)
 
 
 def quiz_number(answers: dict, key: str) -> float:
@@ -60,10 +100,3 @@ def quiz_number(answers: dict, key: str) -> float:
     if isinstance(value, bool) or not isinstance(value, (int, float)) or value != value:
         raise CheckError("wrong-type", f"{key} 的答案应是一个数，实际是 {answers[key]!r}。")
     return float(value)
-
-
-def require_swiglu_layout(ffn, dim: int, hidden: int, code: str = "ffn-layout") -> None:
-    """``ffn`` has SwiGLU's layers: w_gate, w_up = nn.Linear(dim, hidden), w_down = nn.Linear(hidden, dim),
-    none with a bias; else ``code`` naming the first one that is not."""
-    for name, n_in, n_out in (("w_gate", dim, hidden), ("w_up", dim, hidden), ("w_down", hidden, dim)):
-        require_linear(getattr(ffn, name, None), name, n_in, n_out, bias=False, code=code)

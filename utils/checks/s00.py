@@ -6,7 +6,8 @@ from __future__ import annotations
 
 import torch
 
-from .core import CheckError, check, quiz_answers
+from .compare import quiz_answers
+from .core import CheckError, check
 from .oracle import answer_key, instructor_only, matches, oracle
 
 # The quiz's setting (stated in its docstring): X is [B, T, C], the projections are [C, D].
@@ -44,11 +45,11 @@ def _as_shape(value) -> tuple[int, ...] | None:
 
 
 @check("tensor_shape_quiz")
-def check_tensor_shape_quiz(candidate, extended: bool = False, seed: int = 0) -> None:
+def check_tensor_shape_quiz(extended: bool = False, seed: int = 0):
     """The quiz has one set of answers, so nothing is random: ``extended`` and ``seed`` change
     nothing (they are accepted so that every check is called the same way)."""
     del extended, seed
-    answers = quiz_answers(candidate, "tensor_shape_quiz", QUIZ_KEYS)
+    answers = yield from quiz_answers("tensor_shape_quiz", QUIZ_KEYS)
     keys = quiz_keys(QUIZ_DIMS)
     for key in QUIZ_KEYS:
         shape = _as_shape(answers[key])

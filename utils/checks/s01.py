@@ -5,8 +5,10 @@ import math
 
 import torch
 
-from .core import CheckError, call_pure, check, crash_hint, expect, randn
+from .compare import expect, randn, type_name
+from .core import CheckError, check
 from .oracle import instructor_only, oracle
+from .protocol import CANDIDATE, Call
 
 # (batch dims, T, C, D): D != C so that a transposed weight cannot pass, and batch dims vary.
 PROJECTION_CASES = [((1,), 4, 6, 6), ((2,), 5, 8, 4), ((3, 2), 3, 5, 7)]
@@ -28,7 +30,7 @@ def hidden_score_cases():
 
 def _as_triple(result, what: str):
     if not isinstance(result, (tuple, list)) or len(result) != 3:
-        raise CheckError("wrong-type", f"{what} 应返回三元组 (q, k, v)，实际得到 {type(result).__name__}。")
+        raise CheckError("wrong-type", f"{what} 应返回三元组 (q, k, v)，实际得到 {type_name(result)}。")
     return result
 
 
@@ -41,13 +43,14 @@ def projections(x, w_q, w_k, w_v) -> dict:
 
 
 @check("project_qkv")
-def check_project_qkv(candidate, extended: bool = False, seed: int = 0) -> None:
+def check_project_qkv(extended: bool = False, seed: int = 0):
     cases = PROJECTION_CASES + (hidden_projection_cases() if extended else [])
     for i, (batch, T, C, D) in enumerate(cases):
         x = randn(*batch, T, C, seed=seed + 10 * i)
         w_q, w_k, w_v = (randn(C, D, seed=seed + 10 * i + j) for j in (1, 2, 3))
-        with crash_hint(candidate, {"weights-transposed": r"\.T\b|\.mT\b|\.t\(\)|F\.linear|transpose"}):
-            q, k, v = _as_triple(call_pure(candidate, x, w_q, w_k, w_v), "project_qkv")
+        result = yield Call(CANDIDATE, (x, w_q, w_k, w_v), pure=True,
+                            hints={"weights-transposed": r"\.T\b|\.mT\b|\.t\(\)|F\.linear|transpose"})
+        q, k, v = _as_triple(result, "project_qkv")
         outs = projections(x, w_q, w_k, w_v)
         for name, got in zip("qkv", (q, k, v)):
             wrong = [("weights-transposed", w) for w in outs["transposed"]]
@@ -65,13 +68,13 @@ def scores(q, k) -> dict:
 
 
 @check("attention_scores")
-def check_attention_scores(candidate, extended: bool = False, seed: int = 0) -> None:
+def check_attention_scores(extended: bool = False, seed: int = 0):
     cases = SCORE_CASES + (hidden_score_cases() if extended else [])
     for i, (batch, Tq, Tk, D) in enumerate(cases):
         q = randn(*batch, Tq, D, seed=seed + 10 * i)
         k = randn(*batch, Tk, D, seed=seed + 10 * i + 1)
-        with crash_hint(candidate, {"transpose-all-dims": r"\.T\b|\.t\(\)", "transpose-fixed-dims": FIXED_TRANSPOSE}):
-            got = call_pure(candidate, q, k)
+        got = yield Call(CANDIDATE, (q, k), pure=True,
+                         hints={"transpose-all-dims": r"\.T\b|\.t\(\)", "transpose-fixed-dims": FIXED_TRANSPOSE})
         outs = scores(q, k)
         want = outs.pop("want")
         expect(got, want, f"q 形状 {tuple(q.shape)}、k 形状 {tuple(k.shape)} 时的分数", list(outs.items()))

@@ -9,8 +9,10 @@ import numbers
 
 import torch
 
-from .core import CheckError, TorchCalls, call, call_pure, check, crash_hint, expect, randn, require_tensor
+from .compare import expect, randn, require_tensor, type_name
+from .core import OBSERVED, CheckError, check
 from .oracle import instructor_only, oracle
+from .protocol import CANDIDATE, Call, New, Watch
 from .s01 import FIXED_TRANSPOSE
 
 N_SAMPLES = 20_000          # enough for a 6% tolerance (std of a sample variance ≈ D·√(2/n))
@@ -48,7 +50,7 @@ def _as_float(value, what: str) -> float:
         return float(value)
     if isinstance(value, numbers.Real):
         return float(value)
-    raise CheckError("wrong-type", f"{what} 应返回一个数（float），实际得到 {type(value).__name__}。")
+    raise CheckError("wrong-type", f"{what} 应返回一个数（float），实际得到 {type_name(value)}。")
 
 
 @oracle
@@ -63,10 +65,9 @@ def _near(got: float, target: float, rel: float, extra: float = 0.0) -> bool:
 
 
 @check("dot_product_variance")
-def check_dot_product_variance(candidate, extended: bool = False, seed: int = 0) -> None:
+def check_dot_product_variance(extended: bool = False, seed: int = 0):
     for d in VARIANCE_DIMS + (hidden_variance_dims() if extended else ()):
-        gen = torch.Generator().manual_seed(seed + d)
-        got = _as_float(call(candidate, d, n_samples=N_SAMPLES, generator=gen), "dot_product_variance")
+        got = _as_float((yield _variance_call(d, N_SAMPLES, seed + d)), "dot_product_variance")
         if not math.isfinite(got):
             raise CheckError("nan-output", f"d={d} 时返回了 {got}。")
         targets = variance_targets(d)
@@ -83,10 +84,16 @@ def check_dot_product_variance(candidate, extended: bool = False, seed: int = 0)
             raise CheckError("variance-wrong-distribution", f"d={d} 时返回 {got:.3f}，与均匀分布采样的结果一致。")
         raise CheckError("wrong", f"d={d} 时返回 {got:.3f}，而 q·k 的方差应 ≈ {d}（允许误差 ±{tol:.2f}）。")
     d = 8
-    first = _as_float(call(candidate, d, n_samples=1000, generator=torch.Generator().manual_seed(seed)), "")
-    again = _as_float(call(candidate, d, n_samples=1000, generator=torch.Generator().manual_seed(seed)), "")
+    first = _as_float((yield _variance_call(d, 1000, seed)), "")
+    again = _as_float((yield _variance_call(d, 1000, seed)), "")
     if first != again:
         raise CheckError("ignores-generator", f"用同一个种子的 generator 调用两次，得到 {first:.4f} 和 {again:.4f}。")
+
+
+def _variance_call(d: int, n_samples: int, seed: int) -> Call:
+    """dot_product_variance(d, n_samples=n_samples, generator=a torch.Generator seeded with seed)."""
+    generator = New("utils.checks.stand_ins:generator", (seed,))
+    return Call(CANDIDATE, (d,), {"n_samples": n_samples, "generator": generator})
 
 
 # --- scaled_attention_scores -----------------------------------------------------------------
@@ -104,12 +111,11 @@ def scaled_scores(q, k) -> dict:
 
 
 @check("scaled_attention_scores")
-def check_scaled_attention_scores(candidate, extended: bool = False, seed: int = 0) -> None:
+def check_scaled_attention_scores(extended: bool = False, seed: int = 0):
     for i, (batch, Tq, Tk, D) in enumerate(SCALED_CASES + (hidden_scaled_cases() if extended else [])):
         q = randn(*batch, Tq, D, seed=seed + 10 * i)
         k = randn(*batch, Tk, D, seed=seed + 10 * i + 1)
-        with crash_hint(candidate, {"transpose-fixed-dims": FIXED_TRANSPOSE}):
-            got = call_pure(candidate, q, k)
+        got = yield Call(CANDIDATE, (q, k), pure=True, hints={"transpose-fixed-dims": FIXED_TRANSPOSE})
         outs = scaled_scores(q, k)
         expect(got, outs["want"], f"q 形状 {tuple(q.shape)}、k 形状 {tuple(k.shape)} 时的缩放分数",
                outs["misconceptions"])
@@ -124,13 +130,14 @@ _SOFTMAX_CRASHES = {
 }
 
 
-def _softmax_call(candidate, x: torch.Tensor, dim: int):
-    with TorchCalls() as calls, crash_hint(candidate, _SOFTMAX_CRASHES):
-        got = call_pure(candidate, x, dim=dim)
-    builtin = calls.first_named("softmax")  # softmax, log_softmax, _softmax, Softmax's F.softmax …
+def _softmax_call(x: torch.Tensor, dim: int):
+    """(yields) The candidate's softmax of x along dim; a built-in softmax seen called in the kernel fails."""
+    seen = yield Call(CANDIDATE, (x,), {"dim": dim}, pure=True, hints=_SOFTMAX_CRASHES, watch=Watch(torch_calls=True))
+    # softmax, log_softmax, _softmax, Softmax's F.softmax … (observed by the kernel: a property, not an output)
+    builtin = next((name for name in seen.torch_calls if "softmax" in name), None)
     if builtin:
-        raise CheckError("uses-builtin-softmax", f"调用了 PyTorch 的 {builtin}。")
-    return require_tensor(got, "softmax 的输出")
+        raise CheckError("uses-builtin-softmax", f"调用了 PyTorch 的 {builtin}{OBSERVED}。")
+    return require_tensor(seen.value, "softmax 的输出")
 
 
 def _softmax_probes(seed: int, extended: bool):
@@ -154,12 +161,12 @@ def softmax_outputs(x, dim: int) -> dict:
 
 
 @check("softmax")
-def check_softmax(candidate, extended: bool = False, seed: int = 0) -> None:
+def check_softmax(extended: bool = False, seed: int = 0):
     for what, x, dim in _softmax_probes(seed, extended):
-        got = _softmax_call(candidate, x, dim)
+        got = yield from _softmax_call(x, dim)
         outs = softmax_outputs(x, dim)
         expect(got, outs["want"], f"输入{what}时的 softmax", outs["misconceptions"])
-    _check_softmax_stability(candidate, seed)
+    yield from _check_softmax_stability(seed)
 
 
 def _stability_probes(seed: int):
@@ -176,10 +183,10 @@ def _stability_probes(seed: int):
     return big, masked.masked_fill(hidden, float("-inf"))
 
 
-def _check_softmax_stability(candidate, seed: int) -> None:
+def _check_softmax_stability(seed: int):
     big, masked = _stability_probes(seed)
     shown = "[" + ", ".join(f"{v:.1f}" for v in big[0].tolist()) + "]"
-    got = _softmax_call(candidate, big, -1)
+    got = yield from _softmax_call(big, -1)
     if got.shape == big.shape and not torch.isfinite(got[0]).all():
         raise CheckError("no-max-subtraction", f"输入第一行是 {shown}（1e4 量级）时输出含 NaN/inf。")
     if got.shape == big.shape and not torch.isfinite(got[1]).all():
@@ -187,7 +194,7 @@ def _check_softmax_stability(candidate, seed: int) -> None:
                          f"第一行是 {shown}、第二行是几个绝对值不大的数时，第二行变成了 NaN。")
     # float32 cannot do better than ~1e-3 near 1e4 for some correct formulas (e.g. logsumexp)
     expect(got, softmax_outputs(big, -1)["want"], "输入含 1e4 量级的数时的 softmax", atol=1e-3, rtol=1e-3)
-    got = _softmax_call(candidate, masked, -1)
+    got = yield from _softmax_call(masked, -1)
     if got.shape == masked.shape and not torch.isfinite(got).all():
         raise CheckError("nan-output", "含 -inf（但每行至少一个有限值）的输入得到了 NaN；-inf 的位置应得到 0。")
     expect(got, softmax_outputs(masked, -1)["want"], "含 -inf 的输入的 softmax")
@@ -208,9 +215,9 @@ def jacobians(logits) -> dict:
 
 
 @check("softmax_jacobian")
-def check_softmax_jacobian(candidate, extended: bool = False, seed: int = 0) -> None:
+def check_softmax_jacobian(extended: bool = False, seed: int = 0):
     for i, n in enumerate(JACOBIAN_SIZES + (hidden_jacobian_sizes() if extended else ())):
         logits = randn(n, seed=seed + i, scale=2.0)
-        got = call_pure(candidate, torch.softmax(logits, dim=0))                     # p: (n,)
+        got = yield Call(CANDIDATE, (torch.softmax(logits, dim=0),), pure=True)      # p: (n,)
         outs = jacobians(logits)
         expect(got, outs["want"], f"p 形状 ({n},) 时的雅可比矩阵", outs["misconceptions"])

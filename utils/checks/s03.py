@@ -4,11 +4,12 @@ from __future__ import annotations
 import math
 
 import torch
-import torch.nn as nn
 
-from .common import fixed_weights, require_linear, load_weights
-from .core import CheckError, call, call_pure, check, close, crash_hint, expect, randn, require_tensor
+from .common import fixed_weights, load, make_module, part, require_linear
+from .compare import close, expect, randn, require_tensor, type_name
+from .core import CheckError, check
 from .oracle import instructor_only, oracle
+from .protocol import CANDIDATE, Attr, Call
 from .s01 import FIXED_TRANSPOSE
 
 # (batch dims, Tq, Tk, D, Dv): Tq != Tk and D != Dv expose swapped roles and the wrong scale.
@@ -49,7 +50,7 @@ def _random_mask(Tq, Tk, seed):
 
 def _as_pair(result, what: str):
     if not isinstance(result, (tuple, list)) or len(result) != 2:
-        raise CheckError("wrong-type", f"{what} 应返回二元组 (out, weights)，实际得到 {type(result).__name__}。")
+        raise CheckError("wrong-type", f"{what} 应返回二元组 (out, weights)，实际得到 {type_name(result)}。")
     return result
 
 
@@ -101,7 +102,7 @@ def _diagnose_pair(out, weights, want_out, want_weights, items, what):
 
 
 @check("attention")
-def check_attention(candidate, extended: bool = False, seed: int = 0) -> None:
+def check_attention(extended: bool = False, seed: int = 0):
     cases = ATTENTION_CASES + (hidden_attention_cases() if extended else [])
     for i, (batch, Tq, Tk, D, Dv) in enumerate(cases):
         q = randn(*batch, Tq, D, seed=seed + 10 * i)
@@ -111,9 +112,9 @@ def check_attention(candidate, extended: bool = False, seed: int = 0) -> None:
             what = (f"q {tuple(q.shape)}、k {tuple(k.shape)}、v {tuple(v.shape)}"
                     + ("、带 mask" if mask is not None else ""))
             args = (q, k, v) if mask is None else (q, k, v, mask)
-            with crash_hint(candidate, {"qk-swapped": r"\bk\s*@\s*q\b|matmul\(\s*k\s*,\s*q\b",
-                                        "transpose-fixed-dims": FIXED_TRANSPOSE}):
-                out, weights = _as_pair(call_pure(candidate, *args), "attention")
+            result = yield Call(CANDIDATE, args, pure=True, hints={
+                "qk-swapped": r"\bk\s*@\s*q\b|matmul\(\s*k\s*,\s*q\b", "transpose-fixed-dims": FIXED_TRANSPOSE})
+            out, weights = _as_pair(result, "attention")
             outs = attention_outputs(q, k, v, mask)
             want_out, want_weights = outs.pop("want")
             _diagnose_pair(out, weights, want_out, want_weights, list(outs.items()), what)
@@ -124,17 +125,15 @@ def check_attention(candidate, extended: bool = False, seed: int = 0) -> None:
 
 # --- Head -------------------------------------------------------------------------------------
 
-def _check_head_layout(head, n_embed: int, head_size: int, context_length: int) -> None:
+def _check_head_layout(layout: dict, n_embed: int, head_size: int, context_length: int) -> None:
     for name in ("key", "query", "value"):
-        require_linear(getattr(head, name, None), name, n_embed, head_size, bias=False)
-    params = dict(head.named_parameters())
-    buffers = dict(head.named_buffers())
-    if "tril" in params or "tril" not in buffers:
+        require_linear(part(layout, name), name, n_embed, head_size, bias=False)
+    if "tril" in layout["params"] or "tril" not in layout["buffers"]:
         raise CheckError("tril-not-buffer", "没有找到名为 tril 的缓冲区（head.named_buffers() 里应该有它）。")
-    tril = buffers["tril"]
-    if tuple(tril.shape) != (context_length, context_length):
+    shape = layout["buffers"]["tril"]["shape"]
+    if tuple(shape) != (context_length, context_length):
         raise CheckError("tril-not-buffer",
-                         f"tril 的形状应为 {(context_length, context_length)}，实际是 {tuple(tril.shape)}。")
+                         f"tril 的形状应为 {(context_length, context_length)}，实际是 {tuple(shape)}。")
 
 
 def head_weights(n_embed: int, head_size: int, seed: int) -> dict[str, torch.Tensor]:
@@ -165,16 +164,17 @@ def head_outputs(x, w_q, w_k, w_v) -> dict:
     }
 
 
-def _call_head(head, x: torch.Tensor, context_length: int):
-    """head(x); a crash only when T < context_length means tril was not cut to [:T, :T]."""
+def call_module(module, x: torch.Tensor, context_length: int, hints: dict | None = None):
+    """(yields) module(x); a crash only when T < context_length means tril was not cut to [:T, :T] (that
+    diagnosis comes before the ``hints`` a crash's source matches)."""
     T = x.size(-2)
     try:
-        return call_pure(head, x)
+        return (yield Call(module, (x,), pure=True, hints=hints, hints_of=Attr(module, "forward")))
     except CheckError as err:
-        if err.code != "crashed" or T == context_length:
+        if err.code not in ("crashed", *(hints or ())) or T == context_length:
             raise
         try:
-            call(head, randn(1, context_length, x.size(-1), seed=0))
+            yield Call(module, (randn(1, context_length, x.size(-1), seed=0),))
         except CheckError:
             raise err from None
         raise CheckError("tril-not-sliced", f"T={T} < context_length={context_length} 时出错，"
@@ -182,18 +182,16 @@ def _call_head(head, x: torch.Tensor, context_length: int):
 
 
 @check("Head")
-def check_Head(candidate, extended: bool = False, seed: int = 0) -> None:
+def check_Head(extended: bool = False, seed: int = 0):
     cases = HEAD_CASES + (hidden_head_cases() if extended else [])
     for i, (B, T, n_embed, head_size, context_length) in enumerate(cases):
-        torch.manual_seed(seed + i)
-        head = call(candidate, head_size=head_size, n_embed=n_embed, context_length=context_length)
-        if not isinstance(head, nn.Module):
-            raise CheckError("wrong-type", f"Head(...) 应创建一个 nn.Module，实际是 {type(head).__name__}。")
-        _check_head_layout(head, n_embed, head_size, context_length)
+        head, layout = yield from make_module(CANDIDATE, "Head(...)", seed=seed + i, head_size=head_size,
+                                              n_embed=n_embed, context_length=context_length)
+        _check_head_layout(layout, n_embed, head_size, context_length)
         weights = head_weights(n_embed, head_size, seed + i)
-        load_weights(head, weights)
+        yield from load(head, weights)
         x = randn(B, T, n_embed, seed=seed + 100 + i)
-        out = _call_head(head, x, context_length)
+        out = yield from call_module(head, x, context_length)
         outs = head_outputs(x, *(weights[f"{name}.weight"] for name in ("query", "key", "value")))
         expect(out, outs.pop("want"), f"B={B}, T={T}, n_embed={n_embed}, head_size={head_size} 时 Head 的输出",
                list(outs.items()))

@@ -1,25 +1,36 @@
 """Checks of section 04_masks: causal_mask, padding_mask, combine_masks, masked_softmax, is_causal.
 
 The masks and weights a learner's output is compared with come from the oracles here, the hidden
-cases from instructor-only functions (utils/checks/oracle.py). is_causal is judged on functions
-whose causality is known by construction: they answer no exercise."""
+cases from instructor-only functions (utils/checks/oracle.py). is_causal is judged on probe functions
+the kernel builds from specs the check chooses (:func:`probe`); whether each is causal is known from
+its spec, by an oracle, and never enters the kernel."""
 from __future__ import annotations
 
+import numpy as np
 import torch
 
-from .core import CheckError, TorchCalls, call, call_pure, check, close, expect, randn, require_tensor
+from .compare import close, expect, randn, require_tensor, type_name
+from .core import OBSERVED, CheckError, check
 from .oracle import instructor_only, oracle
+from .protocol import CANDIDATE, Call, New, Watch
 
 NEG_INF = float("-inf")
+HERE = "utils.checks.s04"
 
-
-# --- causal_mask ------------------------------------------------------------------------------
 
 def _lengths(seed: int, low: int, high: int, count: int) -> list[int]:
     """``count`` random integers in [low, high], drawn from ``seed``: hidden tests see new sizes."""
     g = torch.Generator().manual_seed(seed)
     return torch.randint(low, high + 1, (count,), generator=g).tolist()
 
+
+def _require_bool(got, want: torch.Tensor, what: str) -> None:
+    """[mask-not-bool] for a tensor of the right size whose dtype is not bool."""
+    if isinstance(got, torch.Tensor) and got.dtype != torch.bool and got.numel() == want.numel():
+        raise CheckError("mask-not-bool", f"{what}的 dtype 是 {got.dtype}，应为 torch.bool（True = 可以看）。")
+
+
+# --- causal_mask ------------------------------------------------------------------------------
 
 @instructor_only
 def hidden_mask_sizes(seed: int) -> tuple[int, ...]:
@@ -38,25 +49,27 @@ def causal_masks(T: int) -> dict:
         ("mask-diagonal-excluded", full.triu(1).T)]}
 
 
+class DeviceProbe:
+    """Stand-in for causal_mask's device test: calls ``fn(T, device=torch.device(device))`` and reports
+    the device its result lives on (None for no tensor). It judges nothing."""
+
+    def __call__(self, fn, T: int, device: str):
+        out = fn(T, device=torch.device(device))
+        return str(out.device) if isinstance(out, torch.Tensor) else None
+
+
 @check("causal_mask")
-def check_causal_mask(candidate, extended: bool = False, seed: int = 0) -> None:
+def check_causal_mask(extended: bool = False, seed: int = 0):
     for T in (4, 1, 7, *_lengths(seed, 2, 8, 1)) + (hidden_mask_sizes(seed) if extended else ()):
-        got = call(candidate, T)
+        got = yield Call(CANDIDATE, (T,))
         masks = causal_masks(T)
-        if isinstance(got, torch.Tensor) and got.dtype != torch.bool and got.shape == masks["want"].shape:
-            raise CheckError("mask-not-bool",
-                             f"T={T} 时掩码的 dtype 是 {got.dtype}，应为 torch.bool（True = 可以看）。")
+        _require_bool(got, masks["want"], f"T={T} 时掩码")
         expect(got, masks["want"], f"T={T} 时的因果掩码", masks["misconceptions"])
-    _check_device_is_used(candidate)
-
-
-def _check_device_is_used(candidate) -> None:
-    """Without a GPU we cannot build on another device, so we check the device reaches torch."""
-    device = torch.device("cpu")
-    with TorchCalls() as calls:
-        got = call(candidate, 5, device=device)
-    if not calls.received(device) or not isinstance(got, torch.Tensor) or got.device != device:
-        raise CheckError("ignores-device", "causal_mask(5, device=...) 没有把 device 传给创建张量的函数。")
+    # No GPU here: the meta device (shapes only, no data) shows whether device reaches the tensor made.
+    device = yield Call(New(f"{HERE}:DeviceProbe"), (CANDIDATE, 5, "meta"))
+    if device != "meta":
+        raise CheckError("ignores-device", "causal_mask(5, device=torch.device('meta')) 返回的掩码在 "
+                                           f"{device} 上，而不在传进来的 device 上{OBSERVED}。")
 
 
 # --- padding_mask -----------------------------------------------------------------------------
@@ -78,16 +91,15 @@ def padding_masks(lengths: list[int], T: int) -> dict:
 
 
 @check("padding_mask")
-def check_padding_mask(candidate, extended: bool = False, seed: int = 0) -> None:
+def check_padding_mask(extended: bool = False, seed: int = 0):
     cases = [([3, 5, 1], 5), ([4], 6), ([2, 2], 2)] + (hidden_padding_cases() if extended else [])
     T = 3 + seed % 6
     cases.append((_lengths(seed, 1, T, 3 + seed % 3), T))                    # new lengths for every seed
-    for lengths_list, T in cases:
-        got = call_pure(candidate, torch.tensor(lengths_list), T)
-        masks = padding_masks(lengths_list, T)
-        if isinstance(got, torch.Tensor) and got.dtype != torch.bool and got.shape == masks["want"].shape:
-            raise CheckError("mask-not-bool", f"padding 掩码的 dtype 是 {got.dtype}，应为 torch.bool。")
-        expect(got, masks["want"], f"lengths={lengths_list}, T={T} 时的 padding 掩码", masks["misconceptions"])
+    for lengths, T in cases:
+        got = yield Call(CANDIDATE, (torch.tensor(lengths), T), pure=True)
+        masks = padding_masks(lengths, T)
+        _require_bool(got, masks["want"], "padding 掩码")
+        expect(got, masks["want"], f"lengths={lengths}, T={T} 时的 padding 掩码", masks["misconceptions"])
 
 
 # --- combine_masks ----------------------------------------------------------------------------
@@ -112,16 +124,15 @@ def combined_masks(lengths: list[int], T: int) -> dict:
 
 
 @check("combine_masks")
-def check_combine_masks(candidate, extended: bool = False, seed: int = 0) -> None:
+def check_combine_masks(extended: bool = False, seed: int = 0):
     cases = [([3, 5, 1], 5), ([2, 4], 4)] + (hidden_combine_cases() if extended else [])
     T = 3 + seed % 5
     cases.append((_lengths(seed, 1, T, 2 + seed % 3), T))                    # new lengths for every seed
-    for lengths_list, T in cases:
-        masks = combined_masks(lengths_list, T)
-        got = call_pure(candidate, masks["causal"], masks["key_padding"])
-        what = f"lengths={lengths_list}, T={T} 时的组合掩码"
-        if isinstance(got, torch.Tensor) and got.dtype != torch.bool and got.numel() == masks["want"].numel():
-            raise CheckError("mask-not-bool", f"{what}的 dtype 是 {got.dtype}，应为 torch.bool。")
+    for lengths, T in cases:
+        masks = combined_masks(lengths, T)
+        got = yield Call(CANDIDATE, (masks["causal"], masks["key_padding"]), pure=True)
+        what = f"lengths={lengths}, T={T} 时的组合掩码"
+        _require_bool(got, masks["want"], what)
         expect(got, masks["want"], what, masks["misconceptions"])
 
 
@@ -155,40 +166,42 @@ def masked_softmax_outputs(scores, mask) -> dict:
 
 
 @check("masked_softmax")
-def check_masked_softmax(candidate, extended: bool = False, seed: int = 0) -> None:
+def check_masked_softmax(extended: bool = False, seed: int = 0):
     shapes = [((2,), 4, 5), ((2, 3), 3, 3)] + (hidden_masked_shapes() if extended else [])
     for i, (batch, T, S) in enumerate(shapes):
         scores = randn(*batch, T, S, seed=seed + i, scale=2.0)
         mask = _mask_with_empty_row(batch, T, S, seed + i)
-        got = call_pure(candidate, scores, mask)
+        got = yield Call(CANDIDATE, (scores, mask), pure=True)
         outs = masked_softmax_outputs(scores, mask)
         what = f"scores {tuple(scores.shape)}（第 0 行全被屏蔽）"
         expect(got, outs["want"], what, outs["misconceptions"])
         if not bool((got[~mask] == 0).all()):
             raise CheckError("wrong", f"{what}：被屏蔽的位置应当恰好是 0。")
-    _check_broadcast_and_gradient(candidate, seed)
-    _check_low_precision(candidate, seed)
+    yield from _check_broadcast_and_gradient(seed)
+    yield from _check_low_precision(seed)
 
 
-def _check_broadcast_and_gradient(candidate, seed: int) -> None:
-    scores = randn(2, 3, 4, 4, seed=seed + 50).requires_grad_()              # (B, H, T, T)
+def _check_broadcast_and_gradient(seed: int):
+    scores = randn(2, 3, 4, 4, seed=seed + 50)                               # (B, H, T, T)
     mask = causal_masks(4)["want"]                                           # (T, T) broadcasts
-    got = require_tensor(call(candidate, scores, mask), "masked_softmax 的输出")
-    expect(got.detach(), masked_softmax_outputs(scores.detach(), mask)["want"],
-           "mask 形状 (T, T)、scores 形状 (B, H, T, T) 时")
+    got = require_tensor((yield Call(CANDIDATE, (scores, mask), pure=True)), "masked_softmax 的输出")
+    expect(got, masked_softmax_outputs(scores, mask)["want"], "mask 形状 (T, T)、scores 形状 (B, H, T, T) 时")
     empty = torch.zeros(4, dtype=torch.bool)                                 # every key hidden
-    got = require_tensor(call(candidate, scores, empty), "masked_softmax 的输出")
-    upstream = randn(*got.shape, seed=seed + 51)
-    (got * upstream).sum().backward()
-    if scores.grad is None or not torch.isfinite(scores.grad).all():
+    want = masked_softmax_outputs(scores, empty)["want"]                     # all zeros
+    got = yield Call(CANDIDATE, (scores, empty), pure=True)
+    expect(got, want, "mask 全为 False（所有键都被屏蔽）时")
+    # The mask goes by keyword: the kernel makes every positional tensor a leaf that requires grad.
+    seen = yield Call(CANDIDATE, (scores,), {"mask": empty}, watch=Watch(backward=randn(*want.shape, seed=seed + 51)))
+    grad = seen.grads[0] if seen.grads else None
+    if grad is None or not torch.isfinite(grad).all():
         raise CheckError("nan-gradient", "所有键都被屏蔽时，对 scores 的梯度含 NaN（或没有梯度）。")
 
 
-def _check_low_precision(candidate, seed: int) -> None:
+def _check_low_precision(seed: int):
     for dtype in (torch.float16, torch.bfloat16):
         scores = randn(2, 3, 6, seed=seed + 60, scale=4.0).to(dtype)
         mask = _mask_with_empty_row((2,), 3, 6, seed + 60)
-        got = require_tensor(call_pure(candidate, scores, mask), "masked_softmax 的输出")
+        got = require_tensor((yield Call(CANDIDATE, (scores, mask), pure=True)), "masked_softmax 的输出")
         if got.dtype != dtype:
             raise CheckError("dtype-not-preserved", f"输入是 {dtype} 时输出是 {got.dtype}。")
         want = masked_softmax_outputs(scores, mask)["want"]
@@ -198,41 +211,76 @@ def _check_low_precision(candidate, seed: int) -> None:
 
 # --- is_causal --------------------------------------------------------------------------------
 
-def _all_pairs(x: torch.Tensor) -> torch.Tensor:
-    """(T, T) of True for the T positions of x: each example cuts the keys it lets a query see from it."""
-    T = x.size(-2)
-    return torch.ones(T, T, dtype=torch.bool)                               # (T, T)
-
-
-def _attention_with_mask(x: torch.Tensor, allowed: torch.Tensor, scale: float = 1.0) -> torch.Tensor:
+def _attention(x: torch.Tensor, allowed: torch.Tensor, scale: float = 1.0) -> torch.Tensor:
     """x attending to itself over the ``allowed`` keys (a query that sees none gets 0)."""
     scores = (x @ x.transpose(-2, -1) * scale).masked_fill(~allowed, NEG_INF)  # (B, T, T)
     return torch.softmax(scores, -1).nan_to_num(0.0) @ x                     # (B, T, C)
 
 
-def _leak(x: torch.Tensor, src: int, dst: int) -> torch.Tensor:
-    out = x.cumsum(-2)                                                       # causal part
-    out[:, dst] = out[:, dst] + 0.01 * x[:, src]                             # one small leak
-    return out
+def probe(kind: str, *numbers: int):
+    """Stand-in for is_causal: the function [B, T, C] -> [B, T, C'] of the kind the check chose, built in
+    the kernel from its spec ``(kind, *numbers)``. It carries no verdict (the oracle causal_truth has it),
+    and keeps its spec in a closure, not in attributes a candidate could read by name.
+
+    kinds: ("attention", diagonal, scaled): attention over the keys of ``tril(diagonal)``;
+    ("attention-upper",): over those of ``triu()``; ("cumsum",); ("reverse-cumsum",); ("positionwise",):
+    a per-position map; ("conv",): itself plus the previous position; ("leak", src, dst): cumsum, plus a
+    small part of position src added at position dst."""
+    def run(x: torch.Tensor) -> torch.Tensor:
+        T = x.size(-2)
+        full = torch.ones(T, T, dtype=torch.bool, device=x.device)      # (T, T)
+        if kind == "attention":
+            diagonal, scaled = numbers
+            return _attention(x, full.tril(diagonal), x.size(-1) ** -0.5 if scaled else 1.0)
+        if kind == "attention-upper":
+            return _attention(x, full.triu())
+        if kind == "cumsum":
+            return x.cumsum(-2)
+        if kind == "reverse-cumsum":
+            return x.flip(-2).cumsum(-2).flip(-2)
+        if kind == "positionwise":
+            return x[..., : max(1, x.size(-1) // 2)] * 2.0
+        if kind == "conv":
+            return x + torch.roll(x, 1, dims=-2) * (torch.arange(T, device=x.device) > 0)[:, None]
+        src, dst = numbers
+        out = x.cumsum(-2)
+        if max(src, dst) < T:
+            out[..., dst, :] = out[..., dst, :] + 0.01 * x[..., src, :]
+        return out
+    return run
 
 
-def causal_examples(T: int):
-    """(description, fn, is it causal?) — the functions the learner's is_causal must judge."""
-    mid, early = T // 2, 1
+def probes(T: int, seed: int) -> list[tuple[str, tuple]]:
+    """(description, spec) of the functions is_causal must judge at length T: causal ones written
+    differently, and leaks of every size — one of them at places drawn from the seed."""
+    g = torch.Generator().manual_seed(seed)
+    dst = int(torch.randint(0, T - 1, (1,), generator=g))
+    src = int(torch.randint(dst + 1, T, (1,), generator=g))
+    mid = T // 2
     return [
-        ("因果注意力", lambda x: _attention_with_mask(x, _all_pairs(x).tril(), x.size(-1) ** -0.5), True),
-        ("前缀和 cumsum", lambda x: x.cumsum(-2), True),
-        ("逐位置的线性层", lambda x: x[..., : max(1, x.size(-1) // 2)] * 2.0, True),
-        ("只看过去和自己的一维卷积",
-         lambda x: x + torch.roll(x, 1, dims=-2) * (torch.arange(x.size(-2)) > 0)[:, None], True),
-        ("严格只看过去（对角线也屏蔽）", lambda x: _attention_with_mask(x, _all_pairs(x).tril(-1)), True),
-        ("掩码方向反了的注意力", lambda x: _attention_with_mask(x, ~_all_pairs(x).tril(-1)), False),
-        ("对角线偏了一格、能看到下一个 token 的注意力",
-         lambda x: _attention_with_mask(x, _all_pairs(x).tril(1)), False),
-        ("反向前缀和（从后往前累加）", lambda x: x.flip(-2).cumsum(-2).flip(-2), False),
-        (f"只有位置 {mid} 偷看了最后一个位置", lambda x: _leak(x, x.size(-2) - 1, mid), False),
-        (f"只有位置 {early} 偷看了位置 {early + 1}", lambda x: _leak(x, early + 1, early), False),
+        ("因果注意力", ("attention", 0, 1)),
+        ("前缀和 cumsum", ("cumsum",)),
+        ("逐位置的线性层", ("positionwise",)),
+        ("只看过去和自己的一维卷积", ("conv",)),
+        ("严格只看过去（对角线也屏蔽）", ("attention", -1, 0)),
+        ("掩码方向反了的注意力", ("attention-upper",)),
+        ("对角线偏了一格、能看到下一个 token 的注意力", ("attention", 1, 0)),
+        ("反向前缀和（从后往前累加）", ("reverse-cumsum",)),
+        (f"只有位置 {mid} 偷看了最后一个位置", ("leak", T - 1, mid)),
+        ("只有位置 1 偷看了位置 2", ("leak", 2, 1)),
+        (f"只有位置 {dst} 偷看了位置 {src}", ("leak", src, dst)),
     ]
+
+
+@oracle
+def causal_truth(spec: tuple) -> bool:
+    """Whether the probe of ``spec`` is causal: no output position reads a later input."""
+    kind, *numbers = spec
+    if kind == "attention":
+        return numbers[0] <= 0
+    if kind == "leak":
+        return numbers[0] <= numbers[1]
+    return kind in ("cumsum", "positionwise", "conv")
 
 
 @instructor_only
@@ -240,17 +288,23 @@ def hidden_causal_settings() -> list[tuple[int, int]]:
     return [(12, 4), (3, 8)]
 
 
+def _as_verdict(value) -> bool:
+    if isinstance(value, torch.Tensor) and value.numel() == 1:
+        return bool(value)
+    if isinstance(value, (bool, np.bool_)):
+        return bool(value)
+    raise CheckError("wrong-type", f"is_causal 应返回 True/False，实际得到 {type_name(value)}。")
+
+
 @check("is_causal")
-def check_is_causal(candidate, extended: bool = False, seed: int = 0) -> None:
+def check_is_causal(extended: bool = False, seed: int = 0):
     settings = [(8, 16), (5, 3)] + (hidden_causal_settings() if extended else [])
     settings.append(tuple(_lengths(seed, 3, 10, 2)))                         # a (T, C) drawn from the seed
-    for T, C in settings:
-        for description, fn, causal in causal_examples(T):
-            verdict = call(candidate, fn, T=T, C=C)
-            if isinstance(verdict, torch.Tensor) and verdict.numel() == 1:
-                verdict = bool(verdict)
-            if not isinstance(verdict, bool):
-                raise CheckError("wrong-type", f"is_causal 应返回 True/False，实际得到 {type(verdict).__name__}。")
+    for i, (T, C) in enumerate(settings):
+        for description, spec in probes(T, seed + i):
+            verdict = _as_verdict((yield Call(CANDIDATE, (New(f"{HERE}:probe", spec),), {"T": T, "C": C},
+                                              grad=True)))
+            causal = causal_truth(spec)
             if verdict != causal:
                 code = "is-causal-false-alarm" if causal else "is-causal-missed-leak"
                 raise CheckError(code, f"T={T}, C={C}：对“{description}”判断为 {verdict}，应为 {causal}。")

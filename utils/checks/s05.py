@@ -2,28 +2,32 @@
 
 The modules under test get check-made weights by the contract's names; what they should compute,
 and what each known misconception computes instead, comes from the oracles here (utils/checks/oracle.py).
+copy_heads_into works on stand-in modules the kernel builds (looped_stand_in, fused_stand_in); the
+check reads their state back and judges it here. Whether CausalSelfAttention.forward loops over heads
+is read from the source the kernel reports: a property, not an output.
 """
 from __future__ import annotations
 
 import ast
-import inspect
 import math
 import re
-import textwrap
 
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-from .common import fixed_weights, load_weights, quiz_number, require_linear
-from .core import CheckError, call, call_pure, check, crash_hint, expect, randn, quiz_answers
+from .common import fixed_weights, load, make_module, part, quiz_number, require_linear
+from .compare import expect, quiz_answers, randn
+from .core import OBSERVED, CheckError, check
 from .oracle import answer_key, instructor_only, matches, oracle
-from .s03 import _call_head, softmax_attention
+from .protocol import CANDIDATE, Attr, Call, Get, New, Source, State
+from .s03 import call_module, softmax_attention
 
 # (B, T, n_embed, n_head, context_length): n_head > 1 so that √C and √Dh differ; T < context.
 MODULE_CASES = [(2, 5, 12, 3, 8), (1, 7, 16, 4, 7), (3, 1, 8, 2, 4)]
 SPLIT_CASES = [(2, 3, 12, 4), (1, 5, 8, 2), (2, 1, 6, 1)]  # (B, T, C, H) with T != H
 QKV = ("query", "key", "value")
+HERE = "utils.checks.s05"
 _VIEW_CRASH = {"head-size-float": r"(?<!/)/(?!/)\s*(?:self\.)?(?:n_head|H)\b", "view-needs-contiguous": r"\.view\("}
 _MODULE_CRASH = {"head-size-float": _VIEW_CRASH["head-size-float"],
                  "concat-wrong-dim": r"cat\(.*dim\s*=\s*(?:0|1|-2|-3)\s*\)"}
@@ -39,14 +43,12 @@ def hidden_split_cases():
     return [(3, 4, 32, 8), (1, 2, 10, 5)]
 
 
-def _make(candidate, n_embed, n_head, context_length, seed):
-    """The candidate module, built under a fixed torch seed (the check then loads its own weights)."""
-    torch.manual_seed(seed * 1009 + n_embed * 31 + n_head)
-    with crash_hint(getattr(candidate, "__init__", candidate), _MODULE_CRASH):
-        module = call(candidate, n_embed=n_embed, n_head=n_head, context_length=context_length)
-    if not isinstance(module, nn.Module):
-        raise CheckError("wrong-type", f"应创建一个 nn.Module，实际是 {type(module).__name__}。")
-    return module
+def _make(n_embed, n_head, context_length, seed):
+    """(yields) The candidate module built under a fixed torch seed (the check then loads its own weights):
+    its handle and layout."""
+    return (yield from make_module(CANDIDATE, "这个类", seed=seed * 1009 + n_embed * 31 + n_head, hints=_MODULE_CRASH,
+                                   hints_of=Attr(CANDIDATE, "__init__"), n_embed=n_embed, n_head=n_head,
+                                   context_length=context_length))
 
 
 # --- split_heads / merge_heads ------------------------------------------------------------
@@ -83,42 +85,41 @@ def merge_outputs(x) -> dict:
 
 
 @check("split_heads")
-def check_split_heads(candidate, extended: bool = False, seed: int = 0) -> None:
+def check_split_heads(extended: bool = False, seed: int = 0):
     for B, T, C, H in SPLIT_CASES + (hidden_split_cases() if extended else []):
-        x = torch.arange(B * T * C, dtype=torch.float32).reshape(B, T, C) + seed  # values name their place
-        with crash_hint(candidate, _VIEW_CRASH):
-            got = call_pure(candidate, x, H)
+        # values name their place (a small offset: a large one would make places equal within tolerance)
+        x = torch.arange(B * T * C, dtype=torch.float32).reshape(B, T, C) + seed % 1000
+        got = yield Call(CANDIDATE, (x, H), pure=True, hints=_VIEW_CRASH)
         outs = split_outputs(x, H)
         expect(got, outs["want"], f"x 形状 {(B, T, C)}、n_head={H} 时", outs["wrong"])
 
 
 @check("merge_heads")
-def check_merge_heads(candidate, extended: bool = False, seed: int = 0) -> None:
+def check_merge_heads(extended: bool = False, seed: int = 0):
     for B, T, C, H in SPLIT_CASES + (hidden_split_cases() if extended else []):
         Dh = C // H
-        x = torch.arange(B * H * T * Dh, dtype=torch.float32).reshape(B, H, T, Dh) + seed
-        with crash_hint(candidate, _VIEW_CRASH):
-            got = call_pure(candidate, x)
+        x = torch.arange(B * H * T * Dh, dtype=torch.float32).reshape(B, H, T, Dh) + seed % 1000
+        got = yield Call(CANDIDATE, (x,), pure=True, hints=_VIEW_CRASH)
         outs = merge_outputs(x)
         expect(got, outs.pop("want"), f"x 形状 {(B, H, T, Dh)} 时", list(outs.items()))
 
 
 # --- MultiHeadAttention --------------------------------------------------------------------
 
-def _check_mha_layout(mha, n_embed, n_head) -> None:
-    heads = getattr(mha, "heads", None)
-    if isinstance(heads, (list, tuple)):
-        raise CheckError("heads-plain-list", f"heads 是 {type(heads).__name__}，应为 nn.ModuleList。")
-    if not isinstance(heads, nn.ModuleList) or len(heads) != n_head:
+def _check_mha_layout(layout: dict, n_embed: int, n_head: int) -> None:
+    heads = part(layout, "heads")
+    if heads["type"] in ("list", "tuple"):
+        raise CheckError("heads-plain-list", f"heads 是 {heads['type']}，应为 nn.ModuleList。")
+    if "module-list" not in heads["kinds"] or heads["fields"].get("len") != n_head:
         raise CheckError("linear-layout", f"heads 应为 nn.ModuleList，包含 n_head={n_head} 个 Head。")
-    for h in heads:
+    for h in range(n_head):
         for name in QKV:
-            layer = getattr(h, name, None)
-            if isinstance(layer, nn.Linear) and layer.out_features != n_embed // n_head:
-                raise CheckError("head-size",
-                                 f"每个头宽应为 n_embed // n_head = {n_embed // n_head}，实际是 {layer.out_features}。")
-            require_linear(layer, f"heads[i].{name}", n_embed, n_embed // n_head, bias=False)
-    require_linear(getattr(mha, "proj", None), "proj", n_embed, n_embed, bias=True)
+            layer = part(layout, f"heads.{h}.{name}")
+            if "linear" in layer["kinds"] and layer["fields"]["out_features"] != n_embed // n_head:
+                raise CheckError("head-size", f"每个头宽应为 n_embed // n_head = {n_embed // n_head}，"
+                                              f"实际是 {layer['fields']['out_features']}。")
+            require_linear(layer, f"heads[{h}].{name}", n_embed, n_embed // n_head, bias=False)
+    require_linear(part(layout, "proj"), "proj", n_embed, n_embed, bias=True)
 
 
 def mha_weights(n_embed: int, n_head: int, seed: int) -> dict[str, torch.Tensor]:
@@ -141,15 +142,14 @@ def mha_outputs(x, weights, n_head) -> dict:
 
 
 @check("MultiHeadAttention")
-def check_MultiHeadAttention(candidate, extended: bool = False, seed: int = 0) -> None:
+def check_MultiHeadAttention(extended: bool = False, seed: int = 0):
     for i, (B, T, C, H, L) in enumerate(MODULE_CASES + (hidden_module_cases() if extended else [])):
-        mha = _make(candidate, C, H, L, seed)
-        _check_mha_layout(mha, C, H)
+        mha, layout = yield from _make(C, H, L, seed)
+        _check_mha_layout(layout, C, H)
         weights = mha_weights(C, H, seed + i)
-        load_weights(mha, weights)
+        yield from load(mha, weights)
         x = randn(B, T, C, seed=seed + i)
-        with crash_hint(type(mha).forward, _MODULE_CRASH):
-            got = _call_head(mha, x, L)
+        got = yield from call_module(mha, x, L, hints=_MODULE_CRASH)
         outs = mha_outputs(x, weights, H)
         expect(got, outs.pop("want"), f"B={B}, T={T}, n_embed={C}, n_head={H} 时的输出", list(outs.items()))
 
@@ -191,12 +191,11 @@ def fused_outputs(x, weights, n_head) -> dict:
     }
 
 
-def _loops_over_heads(forward) -> bool:
-    """A for/while loop, or a comprehension, in forward whose iteration mentions heads or range()."""
+def _loops_over_heads(source: str | None) -> bool:
+    """A for/while loop, or a comprehension, in forward's source whose iteration mentions heads or range()."""
     try:
-        source = textwrap.dedent(inspect.getsource(forward))
-        tree = ast.parse(source)
-    except (OSError, TypeError, SyntaxError):
+        tree = ast.parse(source or "")
+    except SyntaxError:
         return False
     iterations = [n.iter for n in ast.walk(tree) if isinstance(n, (ast.For, ast.comprehension))]
     iterations += [n.test for n in ast.walk(tree) if isinstance(n, ast.While)]
@@ -204,18 +203,19 @@ def _loops_over_heads(forward) -> bool:
 
 
 @check("CausalSelfAttention")
-def check_CausalSelfAttention(candidate, extended: bool = False, seed: int = 0) -> None:
+def check_CausalSelfAttention(extended: bool = False, seed: int = 0):
     for i, (B, T, C, H, L) in enumerate(MODULE_CASES + (hidden_module_cases() if extended else [])):
-        module = _make(candidate, C, H, L, seed)
-        require_linear(getattr(module, "qkv", None), "qkv", C, 3 * C, bias=False)
-        require_linear(getattr(module, "proj", None), "proj", C, C, bias=True)
-        if _loops_over_heads(type(module).forward):
-            raise CheckError("loop-over-heads", "forward 里有一个遍历头（或 range(...)）的 for/while 循环或推导式。")
+        module, layout = yield from _make(C, H, L, seed)
+        require_linear(part(layout, "qkv"), "qkv", C, 3 * C, bias=False)
+        require_linear(part(layout, "proj"), "proj", C, C, bias=True)
+        # forward's source as the kernel reports it: a property the kernel observes, not an output
+        if _loops_over_heads((yield Source(Attr(module, "forward")))):
+            raise CheckError("loop-over-heads", "forward 里有一个遍历头（或 range(...)）的 for/while 循环或推导式"
+                                                f"{OBSERVED}。")
         weights = fused_weights(C, seed + i)
-        load_weights(module, weights)
+        yield from load(module, weights)
         x = randn(B, T, C, seed=seed + i)
-        with crash_hint(type(module).forward, _VIEW_CRASH):
-            got = _call_head(module, x, L)
+        got = yield from call_module(module, x, L, hints=_VIEW_CRASH)
         outs = fused_outputs(x, weights, H)
         expect(got, outs.pop("want"), f"B={B}, T={T}, n_embed={C}, n_head={H} 时的输出", list(outs.items()))
 
@@ -225,26 +225,26 @@ def check_CausalSelfAttention(candidate, extended: bool = False, seed: int = 0) 
 def _stand_in(**parts) -> nn.Module:
     """A module holding only the contract's attributes (tensors as buffers); it has no forward."""
     module = nn.Module()
-    for name, part in parts.items():
-        if isinstance(part, torch.Tensor):
-            module.register_buffer(name, part)
+    for name, value in parts.items():
+        if isinstance(value, torch.Tensor):
+            module.register_buffer(name, value)
         else:
-            setattr(module, name, part)
+            setattr(module, name, value)
     return module
 
 
-def _looped_and_fused(C: int, H: int, L: int, seed: int) -> tuple[nn.Module, nn.Module, dict]:
-    """Stand-ins with a MultiHeadAttention's and a CausalSelfAttention's attributes, check-made weights in
-    each, and the looped one's weights."""
+def looped_stand_in(C: int, H: int, L: int) -> nn.Module:
+    """Built in the kernel for copy_heads_into: a MultiHeadAttention's attributes (heads of
+    query/key/value and a tril buffer, proj), no forward; the check loads its weights."""
     heads = nn.ModuleList(_stand_in(**{name: nn.Linear(C, C // H, bias=False) for name in QKV},
                                     tril=torch.ones(L, L).tril()) for _ in range(H))
-    looped = _stand_in(heads=heads, proj=nn.Linear(C, C))
-    fused = _stand_in(n_head=H, qkv=nn.Linear(C, 3 * C, bias=False), proj=nn.Linear(C, C),
-                      tril=torch.ones(L, L, dtype=torch.bool).tril())
-    weights = mha_weights(C, H, seed)
-    load_weights(looped, weights)
-    load_weights(fused, fused_weights(C, seed + 5000))
-    return looped, fused, weights
+    return _stand_in(heads=heads, proj=nn.Linear(C, C))
+
+
+def fused_stand_in(C: int, H: int, L: int) -> nn.Module:
+    """Built in the kernel for copy_heads_into: a CausalSelfAttention's attributes, no forward."""
+    return _stand_in(n_head=H, qkv=nn.Linear(C, 3 * C, bias=False), proj=nn.Linear(C, C),
+                     tril=torch.ones(L, L, dtype=torch.bool).tril())
 
 
 @oracle
@@ -262,33 +262,41 @@ def qkv_from_heads(weights, n_head) -> dict:
         ("heads-concat-order", torch.cat([stacked(name, reversed(range(n_head))) for name in QKV]))]}
 
 
-def _check_only_weights_copied(fused, before: dict, n_head: int) -> None:
+def _same(state: dict, other: dict, names) -> bool:
+    """Whether two state dicts hold equal tensors under every one of ``names``."""
+    return all(name in state and name in other and torch.equal(state[name], other[name]) for name in names)
+
+
+def _check_only_weights_copied(before: dict, after: dict, n_head_after, n_head: int) -> None:
     """fused's mask, n_head and other state are what they were: then fused computes what looped does."""
-    after = fused.state_dict()
     kept = [name for name in before if name not in ("qkv.weight", "proj.weight", "proj.bias")]
-    changed = [name for name in kept if name not in after or not torch.equal(after[name], before[name])]
-    if changed or getattr(fused, "n_head", None) != n_head:
+    changed = [name for name in kept if not _same(after, before, (name,))]
+    if changed or n_head_after != n_head:
         raise CheckError("wrong", f"copy_heads_into 改动了 fused 的 {(changed or ['n_head'])[0]}"
                                   "（只应复制 qkv 和 proj 的权重）。")
 
 
 @check("copy_heads_into")
-def check_copy_heads_into(candidate, extended: bool = False, seed: int = 0) -> None:
+def check_copy_heads_into(extended: bool = False, seed: int = 0):
     for i, (B, T, C, H, L) in enumerate(MODULE_CASES + (hidden_module_cases() if extended else [])):
-        looped, fused, weights = _looped_and_fused(C, H, L, seed + i)
-        before_looped = {k: v.clone() for k, v in looped.state_dict().items()}
-        before_fused = {k: v.clone() for k, v in fused.state_dict().items()}
-        with torch.no_grad():
-            result = call(candidate, looped, fused)
-        if result is not fused:
+        looped = yield Get(New(f"{HERE}:looped_stand_in", (C, H, L)))
+        fused = yield Get(New(f"{HERE}:fused_stand_in", (C, H, L)))
+        weights = mha_weights(C, H, seed + i)
+        yield from load(looped, weights)
+        yield from load(fused, fused_weights(C, seed + i + 5000))
+        looped_before, before = (yield State(looped)), (yield State(fused))
+        result = yield Call(CANDIDATE, (looped, fused))
+        if result != fused:
             raise CheckError("wrong-type", "copy_heads_into 应返回传进来的 fused 模块本身。")
-        if any(not torch.equal(before_looped[k], v) for k, v in looped.state_dict().items()):
+        looped_after = yield State(looped)
+        if not _same(looped_after, looped_before, looped_before):
             raise CheckError("modified-input", "copy_heads_into 改动了 looped 的权重。")
+        after = yield State(fused)
         outs = qkv_from_heads(weights, H)
-        expect(fused.qkv.weight.detach(), outs["want"], f"n_embed={C}, n_head={H} 时 fused.qkv.weight", outs["wrong"])
-        if not (torch.equal(fused.proj.weight, looped.proj.weight) and torch.equal(fused.proj.bias, looped.proj.bias)):
+        expect(after.get("qkv.weight"), outs["want"], f"n_embed={C}, n_head={H} 时 fused.qkv.weight", outs["wrong"])
+        if not _same(after, looped_after, ("proj.weight", "proj.bias")):
             raise CheckError("copy-proj-missing", "fused.proj 的权重或偏置与 looped.proj 不同。")
-        _check_only_weights_copied(fused, before_fused, H)
+        _check_only_weights_copied(before, after, (yield Get(Attr(fused, "n_head"))), H)
 
 
 # --- the self-test questions of 第六章 (quiz_head_width, quiz_attention_memory) ---------------
@@ -342,8 +350,9 @@ def _shown(value: float) -> str:
     return str(int(value)) if value == int(value) else repr(value)
 
 
-def _numbers(candidate, name: str, keys: tuple[str, ...]) -> dict[str, float]:
-    answers = quiz_answers(candidate, name, keys)
+def _numbers(name: str, keys: tuple[str, ...]):
+    """(yields) The quiz's answers, each a number."""
+    answers = yield from quiz_answers(name, keys)
     return {key: quiz_number(answers, key) for key in keys}
 
 
@@ -358,11 +367,11 @@ def _judge(value: float, keys: dict, key: str, hint: str) -> None:
 
 
 @check("quiz_head_width")
-def check_quiz_head_width(candidate, extended: bool = False, seed: int = 0) -> tuple[str, ...]:
+def check_quiz_head_width(extended: bool = False, seed: int = 0):
     """Nothing random (``seed`` changes nothing): the visible check judges the two widths,
     ``extended`` (the hidden test) also the parameter count."""
     del seed
-    answers = _numbers(candidate, "quiz_head_width", ("head_width", "concat_width", "qkv_params"))
+    answers = yield from _numbers("quiz_head_width", ("head_width", "concat_width", "qkv_params"))
     keys = head_width_keys(("head_width", "concat_width", "qkv_params") if extended else ("head_width", "concat_width"))
     C, H = QUIZ_C, QUIZ_H
     _judge(answers["head_width"], keys, "head_width", f"n_embed = {C} 要平分给 n_head = {H} 个头。")
@@ -374,11 +383,11 @@ def check_quiz_head_width(candidate, extended: bool = False, seed: int = 0) -> t
 
 
 @check("quiz_attention_memory")
-def check_quiz_attention_memory(candidate, extended: bool = False, seed: int = 0) -> tuple[str, ...]:
+def check_quiz_attention_memory(extended: bool = False, seed: int = 0):
     """Nothing random (``seed`` changes nothing): the visible check judges "ratio", ``extended``
     (the hidden test) also "ratio_heads"."""
     del seed
-    answers = _numbers(candidate, "quiz_attention_memory", ("ratio", "ratio_heads"))
+    answers = yield from _numbers("quiz_attention_memory", ("ratio", "ratio_heads"))
     keys = memory_keys(("ratio", "ratio_heads") if extended else ("ratio",))
     _judge(answers["ratio"], keys, "ratio", "数一数 (B, H, T, T) 里 B 和 T 各出现几次。")
     if not extended:

@@ -1,7 +1,10 @@
 """Checks of section 06_complexity_and_memory.
 
 The counts, the quiz's truths and the attention outputs the checks compare with come from the
-oracles and instructor-only functions here (utils/checks/oracle.py).
+oracles and instructor-only functions here (utils/checks/oracle.py). Two properties of
+tiled_attention are observed by the kernel that runs the learner's code (utils/checks/protocol.py
+Watch): that no full [Tq, Tk] tensor is built and that no built-in attention is called. The
+findings say so; outputs are compared in the judge.
 """
 from __future__ import annotations
 
@@ -9,14 +12,14 @@ import ast
 import math
 import numbers
 import random
-import textwrap
 
 import torch
-from torch.overrides import TorchFunctionMode
 
 from .common import quiz_number
-from .core import CheckError, call, call_pure, check, close, expect, quiz_answers, require_tensor, source_of
+from .compare import close, expect, quiz_answers, require_tensor, type_name
+from .core import OBSERVED, CheckError, check
 from .oracle import answer_key, instructor_only, matches, oracle
+from .protocol import CANDIDATE, Call, Source, Watch
 
 # (B, H, T, Dh): no 2 anywhere, so "half", "missing B", "missing H", "T once" all give different numbers.
 COUNT_CASES = [(3, 5, 7, 11), (5, 3, 13, 9), (1, 7, 3, 5)]
@@ -33,14 +36,22 @@ def _random_counts(seed: int, n: int = 3) -> list[tuple[int, int, int, int]]:
     return [tuple(rng.choice([v for v in range(3, hi) if v % 2]) for hi in (10, 40, 600, 160)) for _ in range(n)]
 
 
-def _require_int(got, what: str) -> int:
-    if isinstance(got, bool) or not isinstance(got, numbers.Integral):
-        kind = type(got).__name__
+def _require_number(got, what: str) -> None:
+    """A count must come back as a number (an int, checked once its value is known)."""
+    if isinstance(got, torch.Tensor):
+        raise CheckError("wrong-type",
+                         f"{what} 应返回 Python int，实际得到 torch.Tensor（用 int(...) 或直接整数运算）。")
+    if isinstance(got, bool) or not isinstance(got, numbers.Real):
+        raise CheckError("wrong-type", f"{what} 应返回 Python int，实际得到 {type_name(got)}。")
+
+
+def _require_int(got, what: str) -> None:
+    if not isinstance(got, numbers.Integral):
+        kind = type_name(got)
         raise CheckError("wrong-type",
                          f"{what} 应返回 Python int，实际得到 {kind}"
                          f"{'（浮点数会丢失大数的精度：用整数运算，不要用 / 或 math.pow）' if kind == 'float' else ''}"
                          "。")
-    return int(got)
 
 
 # --- attention_flops -------------------------------------------------------------------------
@@ -61,10 +72,10 @@ def flops_counts(B, H, T, Dh) -> dict[str, int]:
             "count-missing-heads": _flops(B, 1, T, Dh), "count-T-not-squared": want // T}
 
 
-def _adds_two_terms(candidate) -> bool:
-    """Whether the function's source adds two terms (one per matmul) — then a half means 1 FLOP per multiply-add."""
+def _adds_two_terms(source: str | None) -> bool:
+    """Whether a function's source adds two terms (one per matmul) — then a half means 1 FLOP per multiply-add."""
     try:
-        tree = ast.parse(textwrap.dedent(source_of(candidate)))
+        tree = ast.parse(source or "")
     except SyntaxError:
         return False
     return any(isinstance(n, ast.BinOp) and isinstance(n.op, ast.Add) or
@@ -72,31 +83,35 @@ def _adds_two_terms(candidate) -> bool:
                isinstance(n, ast.Call) and getattr(n.func, "id", "") == "sum" for n in ast.walk(tree))
 
 
+def _matmul_step(B, H, T, Dh) -> str:
+    """Hint 3 on one case: the two matmuls' shapes, for the learner to count."""
+    return (f"在 B={B}, H={H}, T={T}, Dh={Dh} 上：每个序列、每个头有两次矩阵乘法，QKᵀ 是 [{T}, {Dh}] @ [{Dh}, {T}]，"
+            f"AV 是 [{T}, {T}] @ [{T}, {Dh}]；先数出一次乘法的输出个数和每个输出的乘加次数，再乘上 B·H = {B * H}。")
+
+
 @check("attention_flops")
-def check_attention_flops(candidate, extended: bool = False, seed: int = 0) -> None:
+def check_attention_flops(extended: bool = False, seed: int = 0):
     cases = COUNT_CASES + (hidden_count_cases(seed) if extended else [])
     for B, H, T, Dh in cases:
         what = f"attention_flops(B={B}, H={H}, T={T}, Dh={Dh})"
-        got = call(candidate, B, H, T, Dh)
-        if isinstance(got, torch.Tensor):
-            raise CheckError("wrong-type", f"{what} 应返回 Python int，实际得到 torch.Tensor"
-                                           "（用 int(...) 或直接整数运算）。")
+        got = yield Call(CANDIDATE, (B, H, T, Dh))
+        _require_number(got, what)
         counts = flops_counts(B, H, T, Dh)
-        want = counts["want"]
-        if isinstance(got, numbers.Real) and not isinstance(got, bool) and got == want:
+        want, step = counts["want"], _matmul_step(B, H, T, Dh)
+        if got == want:
             _require_int(got, what)
             continue
         if got == counts["half"]:
-            code = "flops-mac-as-one" if _adds_two_terms(candidate) else "flops-one-matmul"
-            raise CheckError(code, f"{what} 返回 {got}，恰好是正确值 {want} 的一半。")
+            code = "flops-mac-as-one" if _adds_two_terms((yield Source(CANDIDATE))) else "flops-one-matmul"
+            raise CheckError(code, f"{what} 返回 {got}，恰好是正确值 {want} 的一半。", step=step)
         if got == counts["quarter"]:
             raise CheckError("flops-mac-as-one", f"{what} 返回 {got}，是正确值 {want} 的 1/4：只数了一次矩阵乘法，"
-                                                 f"而且把乘加算成了 1 次。")
+                                                 f"而且把乘加算成了 1 次。", step=step)
         for code in ("count-missing-batch", "count-missing-heads", "count-T-not-squared"):
             if got == counts[code]:
-                raise CheckError(code, f"{what} 返回 {got}，应为 {want}。")
+                raise CheckError(code, f"{what} 返回 {got}，应为 {want}。", step=step)
         _require_int(got, what)
-        raise CheckError("wrong", f"{what} 返回 {got}，应为 4·B·H·T²·Dh = {want}。")
+        raise CheckError("wrong", f"{what} 返回 {got}，应为 {want}。", step=step)
 
 
 # --- attention_weights_bytes -------------------------------------------------------------------
@@ -129,26 +144,26 @@ def hidden_bytes_cases(seed: int) -> list[tuple]:
 
 
 @check("attention_weights_bytes")
-def check_attention_weights_bytes(candidate, extended: bool = False, seed: int = 0) -> None:
+def check_attention_weights_bytes(extended: bool = False, seed: int = 0):
     cases = [(B, H, T, DTYPES[i % len(DTYPES)]) for i, (B, H, T, _) in enumerate(COUNT_CASES)]
     cases += [(3, 5, 7, torch.float16)]
     cases += hidden_bytes_cases(seed) if extended else []
     for i, (B, H, T, dtype) in enumerate(cases):
         what = f"attention_weights_bytes(B={B}, H={H}, T={T}, dtype={dtype})"
-        got = call(candidate, B, H, T, dtype) if i % 2 else call(candidate, B, H, T, dtype=dtype)
-        if isinstance(got, torch.Tensor):
-            raise CheckError("wrong-type", f"{what} 应返回 Python int，实际得到 torch.Tensor。")
+        got = yield (Call(CANDIDATE, (B, H, T, dtype)) if i % 2 else Call(CANDIDATE, (B, H, T), {"dtype": dtype}))
+        _require_number(got, what)
         counts = bytes_counts(B, H, T, dtype)
         want, size = counts["want"], counts["size"]
+        step = f"这个用例的张量 [{B}, {H}, {T}, {T}] 有 {want // size:,} 个元素，{dtype} 的每个元素占 {size} 字节。"
         if got == want:
             _require_int(got, what)
             continue
         for code, value in counts["wrong"]:
             if got == value and value != want:
-                raise CheckError(code, f"{what} 返回 {got}，应为 B·H·T²·{size} = {want}。")
+                raise CheckError(code, f"{what} 返回 {got}，应为 {want}。", step=step)
         _require_int(got, what)
-        raise CheckError("wrong", f"{what} 返回 {got}，应为 B·H·T²·{size} = {want}。")
-    got, want = call(candidate, 3, 5, 7), bytes_counts(3, 5, 7, torch.float32)["want"]
+        raise CheckError("wrong", f"{what} 返回 {got}，应为 {want}。", step=step)
+    got, want = (yield Call(CANDIDATE, (3, 5, 7))), bytes_counts(3, 5, 7, torch.float32)["want"]
     if got != want:
         raise CheckError("wrong", f"不传 dtype 时应按默认的 torch.float32 计算：attention_weights_bytes(3, 5, 7) 应为 "
                                   f"{want}，实际是 {got}。")
@@ -200,10 +215,10 @@ def quiz_keys(seed: int, keys: tuple[str, ...]) -> dict[str, list[str]]:
 
 
 @check("quiz_complexity")
-def check_quiz_complexity(candidate, extended: bool = False, seed: int = 0) -> tuple[str, ...]:
+def check_quiz_complexity(extended: bool = False, seed: int = 0):
     """``seed`` draws the setting the true ratios and slopes are computed in; the visible check
     judges the first three answers (the others must be numbers), ``extended`` (the hidden test) all five."""
-    answers = quiz_answers(candidate, "quiz_complexity", QUIZ_KEYS)
+    answers = yield from quiz_answers("quiz_complexity", QUIZ_KEYS)
     graded = QUIZ_KEYS if extended else VISIBLE_KEYS
     later = tuple(key for key in QUIZ_KEYS if key not in graded)
     for key in later:
@@ -294,30 +309,6 @@ def tiled_outputs(q, k, v, bs, causal) -> dict:
     return {"want": _attend(q, k, v, causal), "wrong": wrong, "no-diagonal": no_diagonal, "unmasked": unmasked}
 
 
-class _Record(TorchFunctionMode):
-    """Records the first torch call whose result is a full [Tq, Tk] matrix, and any call of a built-in attention."""
-
-    def __init__(self, Tq: int, Tk: int, lead: int):
-        super().__init__()
-        self.Tq, self.Tk, self.lead = Tq, Tk, lead
-        self.full: tuple[str, tuple[int, ...]] | None = None
-        self.builtin: str | None = None
-
-    def __torch_function__(self, func, types, args=(), kwargs=None):
-        name = getattr(func, "__name__", str(func))
-        if self.builtin is None and any(s in name for s in ("scaled_dot_product_attention", "multi_head_attention")):
-            self.builtin = name
-        out = func(*args, **(kwargs or {}))
-        if self.full is None:
-            for t in (out if isinstance(out, (tuple, list)) else (out,)):
-                if isinstance(t, torch.Tensor) and t.dim() >= 2 and (
-                        tuple(t.shape[-2:]) in ((self.Tq, self.Tk), (self.Tk, self.Tq))
-                        or t.numel() >= self.lead * self.Tq * self.Tk):
-                    self.full = (name, tuple(t.shape))
-                    break
-        return out
-
-
 def _increasing(shape_q, Tk, Dv, seed):
     """q, k, v whose scores grow along the key axis: the running max changes at (almost) every block."""
     g = torch.Generator().manual_seed(seed)
@@ -345,7 +336,7 @@ def hidden_tiled_cases(seed: int, n: int = 4):
         T, bs = rng.randint(20, 70), rng.randint(3, 17)
         while T % bs == 0:
             T += 1
-        Tk = T if causal else rng.randint(5, 60)
+        Tk = T if causal else rng.randint(20, 60)   # longer than D and Dv: see _square_observable
         cases.append(((rng.randint(1, 2), rng.randint(1, 3), T, rng.choice([4, 8, 16])), Tk, rng.choice([3, 8]),
                       bs, causal))
     return cases + [((1, 1, 1, 4), 1, 4, 4, True), ((2, 13, 8), 13, 8, 1, True)]
@@ -375,7 +366,34 @@ def hidden_low_precision_cases():
     return [((1, 2, 600, 8), 600, 4, 8, True, torch.bfloat16), ((1, 2, 24, 8), 4096, 4, 8, False, torch.float16)]
 
 
-def _diagnose_tiled(candidate, got, outs, q, k, v, bs, causal, what) -> None:
+def _square_observable(q, k, v, block: int) -> bool:
+    """Whether a full [Tq, Tk] tensor stands out from every tensor a right answer makes: q [.., Tq, D],
+    k [.., Tk, D], v [.., Tk, Dv], a score block [.., Tq, b], the accumulator [.., Tq, Dv]."""
+    Tq, Tk = q.size(-2), k.size(-2)
+    return min(Tq, Tk) > max(q.size(-1), v.size(-1)) and block < Tk
+
+
+def _observed_run(q, k, v, bs, causal, square: bool):
+    """(yields) The candidate's output on one case, the case's description and the first full [Tq, Tk] tensor
+    the kernel saw (None, or when ``square`` is False); a built-in attention call or a tuple fails."""
+    Tq, Tk = q.size(-2), k.size(-2)
+    what = f"q {tuple(q.shape)}、k {tuple(k.shape)}、v {tuple(v.shape)}、block_size={bs}、causal={causal}" + \
+           ("" if q.dtype == torch.float32 else f"、dtype={q.dtype}") + " 时"
+    kwargs = {"causal": causal} if bs is None else {"block_size": bs, "causal": causal}
+    watch = Watch(torch_calls=True, square=(Tq, Tk, math.prod(q.shape[:-2])) if square else None)
+    seen = yield Call(CANDIDATE, (q, k, v), kwargs, pure=True, watch=watch)
+    builtin = next((name for name in seen.torch_calls
+                    if "scaled_dot_product_attention" in name or "multi_head_attention" in name), None)
+    if builtin:
+        raise CheckError("tiled-uses-sdpa", f"{what}调用了 {builtin}{OBSERVED}。")
+    if isinstance(seen.value, tuple):
+        raise CheckError("wrong-type", "tiled_attention 只返回输出张量 out"
+                                       "（不返回权重：它从不建出完整的权重矩阵）。")
+    return seen.value, what, seen.square
+
+
+def _diagnose_tiled(got, outs, q, k, v, bs, causal, what):
+    """(yields) Name the misconception a wrong output shows; returns quietly when none fits."""
     Tq, Tk = q.size(-2), k.size(-2)
     n_full = Tk // bs * bs
     if got.shape[:-2] == q.shape[:-2] and got.size(-2) == n_full < Tq:
@@ -387,29 +405,12 @@ def _diagnose_tiled(candidate, got, outs, q, k, v, bs, causal, what) -> None:
     if outs["no-diagonal"] is not None and full_shape and close(got[..., 1:, :], outs["no-diagonal"][..., 1:, :]):
         raise CheckError("tiled-diagonal-off-by-one", f"{what}：位置 t 的输出只用了 0…t−1 的键，没有看自己。")
     if bs < Tk and full_shape:
-        with torch.no_grad():
-            one_block = call(candidate, q, k, v, block_size=Tk, causal=causal)
-            if close(one_block, outs["want"]):
-                if causal and close(call(candidate, q, k, v, block_size=bs, causal=False), outs["unmasked"]):
-                    raise CheckError("tiled-block-offset", f"{what}：一个块或不加掩码时都对，多个块加因果掩码时不对。")
-                raise CheckError("tiled-merge-wrong", f"{what}：block_size ≥ T（只有一个块）时正确，分成多个块时不对。")
-
-
-def _run_tiled(candidate, q, k, v, bs, causal):
-    """The candidate's output on one case, recorded (see _Record); fails on a built-in attention or a tuple."""
-    Tq, Tk = q.size(-2), k.size(-2)
-    what = f"q {tuple(q.shape)}、k {tuple(k.shape)}、v {tuple(v.shape)}、block_size={bs}、causal={causal}" + \
-           ("" if q.dtype == torch.float32 else f"、dtype={q.dtype}") + " 时"
-    record = _Record(Tq, Tk, math.prod(q.shape[:-2]))
-    with torch.no_grad(), record:
-        got = call_pure(candidate, q, k, v, causal=causal) if bs is None else \
-            call_pure(candidate, q, k, v, block_size=bs, causal=causal)
-    if record.builtin:
-        raise CheckError("tiled-uses-sdpa", f"{what}调用了 {record.builtin}。")
-    if isinstance(got, tuple):
-        raise CheckError("wrong-type", "tiled_attention 只返回输出张量 out"
-                                       "（不返回权重：它从不建出完整的权重矩阵）。")
-    return got, what, record
+        one_block = yield Call(CANDIDATE, (q, k, v), {"block_size": Tk, "causal": causal})
+        if close(one_block, outs["want"]):
+            if causal and close((yield Call(CANDIDATE, (q, k, v), {"block_size": bs, "causal": False})),
+                                outs["unmasked"]):
+                raise CheckError("tiled-block-offset", f"{what}：一个块或不加掩码时都对，多个块加因果掩码时不对。")
+            raise CheckError("tiled-merge-wrong", f"{what}：block_size ≥ T（只有一个块）时正确，分成多个块时不对。")
 
 
 def _require_dtype(got, q, what) -> None:
@@ -417,44 +418,48 @@ def _require_dtype(got, q, what) -> None:
         raise CheckError("wrong-type", f"{what}输出的 dtype 是 {got.dtype}，应与输入相同（{q.dtype}）。")
 
 
-def _check_causal_shapes(candidate) -> None:
-    """causal=True is self-attention: a call with Tq ≠ Tk must raise (ValueError or an assertion)."""
+_SHAPE_ERRORS = ("ValueError", "AssertionError")   # what a clear refusal of Tq ≠ Tk with causal=True raises
+
+
+def _check_causal_shapes():
+    """(yields) causal=True is self-attention: a call with Tq ≠ Tk must raise (ValueError or an assertion)."""
     q, k, v = _increasing((1, 2, 5, 4), 9, 3, seed=7)
     try:
-        with torch.no_grad():
-            out = candidate(q, k, v, block_size=4, causal=True)
-    except (ValueError, AssertionError):
-        return
-    except Exception as err:
+        out = yield Call(CANDIDATE, (q, k, v), {"block_size": 4, "causal": True})
+    except CheckError as err:
+        if err.code == "crashed" and err.error in _SHAPE_ERRORS:
+            return
+        if err.code != "crashed":
+            raise
         raise CheckError("tiled-causal-shape-unchecked",
-                         f"Tq = 5、Tk = 9、causal=True 时抛出的是 {type(err).__name__}: {err}，"
-                         "而不是一个说明原因的 ValueError。") from err
-    shape = tuple(out.shape) if isinstance(out, torch.Tensor) else type(out).__name__
+                         f"Tq = 5、Tk = 9、causal=True 时{err.finding.removeprefix('运行时')}，"
+                         "而不是一个说明原因的 ValueError。") from None
+    shape = tuple(out.shape) if isinstance(out, torch.Tensor) else type_name(out)
     raise CheckError("tiled-causal-shape-unchecked",
                      f"Tq = 5、Tk = 9、causal=True 时没有报错，而是返回了 {shape}。")
 
 
 @check("tiled_attention")
-def check_tiled_attention(candidate, extended: bool = False, seed: int = 0) -> None:
+def check_tiled_attention(extended: bool = False, seed: int = 0):
     cases = TILED_CASES + (hidden_tiled_cases(seed) if extended else [])
     for i, (shape_q, Tk, Dv, bs, causal) in enumerate(cases):
         q, k, v = _increasing(shape_q, Tk, Dv, seed=seed + i)
-        got, what, record = _run_tiled(candidate, q, k, v, bs, causal)
         block = 64 if bs is None else bs                                        # the default block_size
+        got, what, full = yield from _observed_run(q, k, v, bs, causal, square=_square_observable(q, k, v, block))
         outs = tiled_outputs(q, k, v, block, causal)
         if not close(got, outs["want"]):
             if isinstance(got, torch.Tensor):
-                _diagnose_tiled(candidate, got, outs, q, k, v, block, causal, what)
+                yield from _diagnose_tiled(got, outs, q, k, v, block, causal, what)
             expect(got, outs["want"], f"{what}的输出")
         _require_dtype(got, q, what)
-        if record.full and block < Tk:
-            op, shape = record.full
+        if full:
+            op, shape = full
             raise CheckError("tiled-materializes-scores", f"{what}，{op} 产生了一个形状为 {list(shape)} 的张量"
-                                                          f"（包含完整的 [Tq, Tk] = [{q.size(-2)}, {Tk}]）。")
+                                                          f"（包含完整的 [Tq, Tk] = [{q.size(-2)}, {Tk}]）{OBSERVED}。")
     low = LOW_PRECISION_CASES + (hidden_low_precision_cases() if extended else [])
     for i, (shape_q, Tk, Dv, bs, causal, dtype) in enumerate(low):
         q, k, v = _low_precision(shape_q, Tk, Dv, dtype, seed=seed + 100 + i)
-        got, what, _ = _run_tiled(candidate, q, k, v, bs, causal)
+        got, what, _ = yield from _observed_run(q, k, v, bs, causal, square=False)
         require_tensor(got, f"{what}的输出")
         _require_dtype(got, q, what)
         want = _attend(q, k, v, causal)
@@ -465,4 +470,4 @@ def check_tiled_attention(candidate, extended: bool = False, seed: int = 0) -> N
             raise CheckError("tiled-low-precision-accumulator",
                              f"{what}，输出的最大误差是 {err:.3g}；按 float32 累加、最后转回 {dtype} 时，"
                              f"误差只有输出自身的舍入（不超过 {LOW_PRECISION_ATOL[dtype]:g}）。")
-    _check_causal_shapes(candidate)
+    yield from _check_causal_shapes()

@@ -1,20 +1,24 @@
 """Checks of section 07_gqa_and_kv_cache.
 
 What a check compares with comes from the oracles below (utils/checks/oracle.py): float64
-re-computations of check-made inputs and fixed weights. GroupedQueryAttention is driven through a
-scripted cache (_ScriptedCache) that hands back the oracle's K/V, so no working cache lives here.
+re-computations of check-made inputs and fixed weights. GroupedQueryAttention is driven through
+:class:`~stand_ins.ScriptedCache`, a stand-in the kernel builds: it hands back the K/V the check computed
+and records what the learner's module put in; the check judges that record, so no working cache
+lives here.
 """
 from __future__ import annotations
 
 import math
 
 import torch
-import torch.nn as nn
 import torch.nn.functional as F
 
-from .common import fixed_weights, load_weights, quiz_number, require_linear
-from .core import CheckError, call, call_pure, check, close, crash_hint, expect, randn, quiz_answers
+from .common import fixed_weights, load, make_module, part, quiz_number, require_linear
+from .compare import close, expect, quiz_answers, randn, type_name
+from .core import CheckError, check
 from .oracle import answer_key, instructor_only, matches, oracle
+from .protocol import CANDIDATE, Attr, Builtin, Call, Describe, Get, Handle, New
+from .stand_ins import SCRIPTED_CACHE, positions
 
 # repeat_kv: (B, Hkv, T, Dh, n_rep)
 REPEAT_CASES = [(2, 2, 3, 4, 3), (1, 3, 5, 2, 2), (2, 4, 1, 3, 1)]
@@ -60,41 +64,38 @@ def repeat_outputs(x, n_rep) -> dict:
 
 
 @check("repeat_kv")
-def check_repeat_kv(candidate, extended: bool = False, seed: int = 0) -> None:
+def check_repeat_kv(extended: bool = False, seed: int = 0):
     for B, Hkv, T, Dh, n_rep in REPEAT_CASES + (hidden_repeat_cases() if extended else []):
-        # every value names its place: head j of x holds values j·1000 + ..., so head order is visible
-        x = torch.arange(B * Hkv * T * Dh, dtype=torch.float32).reshape(B, T, Hkv, Dh).transpose(1, 2) + seed
-        got = call_pure(candidate, x, n_rep)
+        # every value names its place, so head order is visible; the seed shifts them by less than 1000, which
+        # keeps them exact in float32 (the judge's seeds reach 2³¹)
+        x = torch.arange(B * Hkv * T * Dh, dtype=torch.float32).reshape(B, T, Hkv, Dh).transpose(1, 2) + seed % 1000
+        got = yield Call(CANDIDATE, (x, n_rep), pure=True)
         outs = repeat_outputs(x, n_rep)
         expect(got, outs["want"], f"x 形状 {tuple(x.shape)}、n_rep={n_rep} 时", outs["wrong"])
 
 
 # --- KVCache --------------------------------------------------------------------------------
 
-def _length(cache, what: str) -> int:
-    n = call(len, cache)
+def _length(cache, what: str):
+    """(yields) len(cache), which must be an int."""
+    n = yield Call(Builtin("len"), (cache,))
     if not isinstance(n, int):
-        raise CheckError("wrong-type", f"{what}：len(cache) 应返回 int，实际是 {type(n).__name__}。")
+        raise CheckError("wrong-type", f"{what}：len(cache) 应返回 int，实际是 {type_name(n)}。")
     return n
 
 
-def _fresh(candidate, what: str):
-    cache = call(candidate)
-    if not callable(getattr(cache, "update", None)):
+def _fresh(what: str):
+    """(yields) A new KVCache() of the candidate's, with an update method and nothing in it."""
+    cache = yield Call(CANDIDATE)
+    if not isinstance(cache, Handle):
+        raise CheckError("wrong-type", f"KVCache() 应创建一个缓存对象，实际得到 {type_name(cache)}。")
+    if "callable" not in (yield Describe(Attr(cache, "update")))["kinds"]:
         raise CheckError("wrong-type", "KVCache() 应有一个 update(k, v) 方法。")
-    n = _length(cache, what)
+    n = yield from _length(cache, what)
     if n != 0:
         raise CheckError("cache-not-reset", f"{what}：一个新建的 KVCache() 的 len 应为 0，实际是 {n}"
                                             "（上一个缓存的内容留了下来）。")
     return cache
-
-
-def _update(cache, k, v, what: str):
-    out = call_pure(cache.update, k, v)
-    if not (isinstance(out, tuple) and len(out) == 2):
-        raise CheckError("wrong-type", f"{what}：update(k, v) 应返回二元组 (k_all, v_all)，"
-                                       f"实际是 {type(out).__name__}。")
-    return out
 
 
 @oracle
@@ -128,22 +129,35 @@ def cache_steps(k_all, v_all, chunks) -> list[dict]:
 _CAT_CRASH = {"cache-wrong-dim": r"cat\([^\n]*dim\s*=\s*(0|1|3|-1)\b"}
 
 
-def _run_cache(candidate, B, Hkv, Dh, chunks, seed, label):
-    """Feed chunks of K/V into a fresh cache; compare what update returns and len after each."""
-    cache = _fresh(candidate, label)
+def _update(cache, k, v, what: str):
+    """(yields) cache.update(k, v), which must return the pair (k_all, v_all)."""
+    out = yield Call(Attr(cache, "update"), (k, v), pure=True, hints=_CAT_CRASH)
+    if not (isinstance(out, tuple) and len(out) == 2):
+        raise CheckError("wrong-type", f"{what}：update(k, v) 应返回二元组 (k_all, v_all)，实际是 {type_name(out)}。")
+    return out
+
+
+def _run_cache(B, Hkv, Dh, chunks, seed, label):
+    """(yields) Feed chunks of K/V into a fresh cache; compare what update returns and len after each."""
+    cache = yield from _fresh(label)
     total = sum(chunks)
     k_all = randn(B, Hkv, total, Dh, seed=seed)                              # (B, Hkv, S, Dh)
     v_all = randn(B, Hkv, total, Dh, seed=seed + 1)
     start = 0
     for i, (n, want) in enumerate(zip(chunks, cache_steps(k_all, v_all, chunks))):
         k, v = k_all[:, :, start:start + n], v_all[:, :, start:start + n]    # (B, Hkv, n, Dh)
-        with crash_hint(type(cache).update, _CAT_CRASH):
-            got_k, got_v = _update(cache, k, v, label)
+        got_k, got_v = yield from _update(cache, k, v, label)
         end = start + n
         what = f"{label}，第 {i + 1} 次 update（之前已缓存 {start} 个位置，这次新增 {n} 个）返回的 k"
-        expect(got_k, want["k"], what, want["k-wrong"])
-        expect(got_v, want["v"], what.replace("返回的 k", "返回的 v"), want["v-wrong"])
-        n_cached = _length(cache, label)
+        step = f"这次 update 之后缓存里有 {end} 个位置：返回的 k、v 形状都应是 {(B, Hkv, end, Dh)}。"
+        if isinstance(got_k, torch.Tensor) and got_k.shape != want["k"].shape:
+            step = f"这次返回的 k 形状是 {tuple(got_k.shape)}；{step}"
+        try:
+            expect(got_k, want["k"], what, want["k-wrong"])
+            expect(got_v, want["v"], what.replace("返回的 k", "返回的 v"), want["v-wrong"])
+        except CheckError as err:
+            raise CheckError(err.code, err.finding, step=err.step if err.code == "wrong" else step) from None
+        n_cached = yield from _length(cache, label)
         if n_cached > end and n_cached not in (end * B, end * Hkv, end * Dh, end * B * Hkv * Dh):
             raise CheckError("cache-reappends", f"{label}：已经缓存了 {end} 个位置，len(cache) 却是 {n_cached}。")
         if n_cached != end:
@@ -152,54 +166,15 @@ def _run_cache(candidate, B, Hkv, Dh, chunks, seed, label):
 
 
 @check("KVCache")
-def check_KVCache(candidate, extended: bool = False, seed: int = 0) -> None:
+def check_KVCache(extended: bool = False, seed: int = 0):
     for i, (B, Hkv, Dh, chunks) in enumerate(CACHE_CASES + (hidden_cache_cases() if extended else [])):
         label = f"B={B}, Hkv={Hkv}, Dh={Dh}，分块 {list(chunks)}"
-        _run_cache(candidate, B, Hkv, Dh, chunks, seed + 10 * i, label)
+        yield from _run_cache(B, Hkv, Dh, chunks, seed + 10 * i, label)
         # a second sequence in a second, fresh cache must start from nothing
-        _run_cache(candidate, B, Hkv, Dh, chunks[::-1], seed + 10 * i + 5, label + "（第二个序列、新建的缓存）")
+        yield from _run_cache(B, Hkv, Dh, chunks[::-1], seed + 10 * i + 5, label + "（第二个序列、新建的缓存）")
 
 
 # --- GroupedQueryAttention ------------------------------------------------------------------
-
-class _ScriptedCache:
-    """Stands in for a KV cache: checks that each update(k, v) receives the next positions' K/V
-    (B, Hkv, n, Dh) and returns those of every position so far, as the oracle computed them."""
-
-    def __init__(self, k_all, v_all, label: str):
-        self.k_all, self.v_all, self.label = k_all, v_all, label                 # (B, Hkv, T, Dh) each
-        self.received: list[int] = []                                            # positions per update
-
-    def update(self, k, v):
-        start, what = len(self), f"{self.label}：第 {len(self.received) + 1} 次调用 cache.update(k, v) 时"
-        self._require_layout(k, v, what)
-        end = start + k.size(2)
-        self._require_next_positions(k, v, start, end, what)
-        self.received.append(end - start)
-        return self.k_all[:, :, :end].to(k.dtype), self.v_all[:, :, :end].to(v.dtype)   # (B, Hkv, end, Dh)
-
-    def _require_layout(self, k, v, what: str) -> None:
-        B, Hkv, _, Dh = self.k_all.shape
-        if not all(isinstance(t, torch.Tensor) and t.dim() == 4 and t.shape[:2] == (B, Hkv) and t.size(3) == Dh
-                   and t.shape == k.shape for t in (k, v)):
-            raise CheckError("wrong", f"{what}传入的 k、v 应是新增位置的 [B, Hkv, n, Dh] = [{B}, {Hkv}, n, {Dh}]"
-                                      "（分头之后、repeat_kv 之前）。")
-
-    def _require_next_positions(self, k, v, start: int, end: int, what: str) -> None:
-        T = self.k_all.size(2)
-        if end > T:
-            raise CheckError("cache-reappends", f"{what}，缓存里已有 {start} 个位置，再加 {end - start} 个就超过了"
-                                                f"这个序列的 {T} 个位置。")
-        if close(k, self.k_all[:, :, start:end]) and close(v, self.v_all[:, :, start:end]):
-            return
-        if self.received and close(k, self.k_all[:, :, start - self.received[-1]:start]):
-            raise CheckError("cache-reappends", f"{what}传入的又是上一次已经存进去的位置（同一批 k、v 追加了两次）。")
-        raise CheckError("wrong", f"{what}传入的 k、v 不是位置 {start}…{end - 1} 的 k、v"
-                                  "（应传 k_proj、v_proj 投影并分头之后的新位置，repeat_kv 之前）。")
-
-    def __len__(self):
-        return sum(self.received)
-
 
 def gqa_weights(C: int, H: int, Hkv: int, seed: int) -> dict[str, torch.Tensor]:
     """Check-made weights of a GroupedQueryAttention, by the contract's names (nn.Linear layout [out, in])."""
@@ -276,37 +251,77 @@ def gqa_chunked(x, w, H, Hkv, chunks) -> dict:
             "no-past": _chunked(x, w, H, Hkv, chunks, use_past=False)}
 
 
-def _make_gqa(candidate, C, H, Hkv, L):
-    torch.manual_seed(C * 31 + H * 7 + Hkv)
-    module = call(candidate, n_embed=C, n_head=H, n_kv_head=Hkv, context_length=L)
-    if not isinstance(module, nn.Module):
-        raise CheckError("wrong-type", f"应创建一个 nn.Module，实际是 {type(module).__name__}。")
+def _check_gqa_layout(layout: dict, C: int, H: int, Hkv: int) -> None:
+    """q_proj, o_proj: C → C; k_proj, v_proj: C → Hkv·Dh; none with a bias."""
     kv_width = Hkv * (C // H)
-    for name, n_out in (("q_proj", C), ("k_proj", kv_width), ("v_proj", kv_width), ("o_proj", C)):
-        require_linear(getattr(module, name, None), name, C, n_out, bias=False, code=LAYOUT)
-    return module
+    for name in ("q_proj", "o_proj"):
+        require_linear(part(layout, name), name, C, C, bias=False, code=LAYOUT)
+    for name in ("k_proj", "v_proj"):
+        fields = part(layout, name)["fields"]
+        if "linear" in part(layout, name)["kinds"] and fields["in_features"] == C and not fields["bias"] \
+                and fields["out_features"] != kv_width:
+            raise CheckError("gqa-kv-width", f"n_embed={C}, n_head={H}, n_kv_head={Hkv} 时 {name} 输出 "
+                                             f"{fields['out_features']} 维，应为 {kv_width} 维。",
+                             step=f"这个用例里每个头宽 {C // H}：查询有 {H} 个头，K/V 只有 {Hkv} 个头。")
+        require_linear(part(layout, name), name, C, kv_width, bias=False, code=LAYOUT)
 
 
-def _decode(module, x, outs, chunks, label, mask_hint=False):
-    """Feed x chunk by chunk through a fresh scripted cache of x's K/V (outs: gqa_outputs of x);
-    return the outputs, concatenated, and the cache."""
-    cache, got, start = _ScriptedCache(outs["k"], outs["v"], label), [], 0
+def _judge_received(received: list, k_all, v_all, H: int, label: str) -> None:
+    """What the module put in the scripted cache, update by update: the K/V of the next new positions,
+    [B, Hkv, n, Dh] each (split into KV heads, before repeat_kv), each position once."""
+    B, Hkv, T, Dh = k_all.shape
+    start = 0
+    for i, (k, v) in enumerate(received):
+        what = f"{label}：第 {i + 1} 次调用 cache.update(k, v) 时"
+        layout = (B, Hkv, "n", Dh)
+        if not all(isinstance(t, torch.Tensor) and t.dim() == 4 for t in (k, v)) or k.shape != v.shape:
+            raise CheckError("cache-receives-wrong-layout", f"{what}传入的 k、v 应是形状相同的四维张量 {layout}。")
+        if k.shape[0] == B and k.size(1) == H != Hkv and k.size(3) == Dh:
+            raise CheckError("cache-receives-repeated", f"{what}传入的 k 有 {H} 个头（repeat_kv 之后），"
+                                                        f"缓存应只存 {Hkv} 个 KV 头：形状 {layout}。")
+        if k.shape[:2] != (B, Hkv) or k.size(3) != Dh:
+            raise CheckError("cache-receives-wrong-layout", f"{what}传入的 k 形状是 {tuple(k.shape)}，"
+                                                            f"应是新增位置的 {layout}。")
+        end = start + k.size(2)
+        if end > T:
+            raise CheckError("cache-reappends", f"{what}，缓存里已有 {start} 个位置，再加 {end - start} 个就超过了"
+                                                f"这个序列的 {T} 个位置。")
+        if not (close(k, k_all[:, :, start:end]) and close(v, v_all[:, :, start:end])):
+            if i and close(k, received[i - 1][0]):
+                raise CheckError("cache-reappends",
+                                 f"{what}传入的又是上一次已经存进去的位置（同一批 k、v 追加了两次）。")
+            raise CheckError("wrong", f"{what}传入的 k、v 不是位置 {start}…{end - 1} 的 k、v"
+                                      "（应传 k_proj、v_proj 投影并分头之后的新位置）。")
+        start = end
+
+
+def _decode(module, x, outs, chunks, H, label, mask_hint=False):
+    """(yields) Feed x chunk by chunk through a fresh scripted cache of x's K/V (outs: gqa_outputs of x),
+    judging what the module put in after every call; the outputs, concatenated, and what it put in."""
+    cache = yield Get(New(SCRIPTED_CACHE, (outs["k"], outs["v"])))
+    got, start = [], 0
     for n in chunks:
-        with crash_hint(type(module).forward, _MASK_CRASH if mask_hint else {}):
-            out = call_pure(module, x[:, start:start + n], cache=cache)
+        try:
+            out = yield Call(module, (x[:, start:start + n],), {"cache": cache}, pure=True,
+                             hints=_MASK_CRASH if mask_hint else None, hints_of=Attr(module, "forward"))
+        except CheckError:   # what went into the cache is judged first, even when the call crashed
+            _judge_received((yield Get(Attr(cache, "received"))), outs["k"], outs["v"], H, label)
+            raise
+        received = yield Get(Attr(cache, "received"))
+        _judge_received(received, outs["k"], outs["v"], H, label)
         if not isinstance(out, torch.Tensor) or out.shape != (x.size(0), n, x.size(2)):
-            shape = tuple(out.shape) if isinstance(out, torch.Tensor) else type(out).__name__
+            shape = tuple(out.shape) if isinstance(out, torch.Tensor) else type_name(out)
             raise CheckError("wrong-shape", f"{label}：新增 {n} 个位置时输出形状应为 {(x.size(0), n, x.size(2))}，"
                                             f"实际是 {shape}。")
         got.append(out)
         start += n
-    return torch.cat(got, dim=1), cache                                       # (B, T, C)
+    return torch.cat(got, dim=1), received                                    # (B, T, C)
 
 
-def _second_sequence_leaks(m, x2, outs2, chunks, what) -> bool:
-    """Whether the same chunked decoding, on a second sequence through a fresh cache, goes wrong."""
+def _second_sequence_leaks(m, x2, outs2, chunks, H, what):
+    """(yields) Whether the same chunked decoding, on a second sequence through a fresh cache, goes wrong."""
     try:
-        got_second, _ = _decode(m, x2, outs2, chunks, what)
+        got_second, _ = yield from _decode(m, x2, outs2, chunks, H, what)
     except CheckError as err:  # the same procedure worked on the first sequence
         if err.code == "not-implemented":
             raise
@@ -315,41 +330,43 @@ def _second_sequence_leaks(m, x2, outs2, chunks, what) -> bool:
 
 
 @check("GroupedQueryAttention")
-def check_GroupedQueryAttention(candidate, extended: bool = False, seed: int = 0) -> None:
+def check_GroupedQueryAttention(extended: bool = False, seed: int = 0):
     for i, (B, T, C, H, Hkv, L, chunks) in enumerate(GQA_CASES + (hidden_gqa_cases() if extended else [])):
-        m = _make_gqa(candidate, C, H, Hkv, L)
+        m, layout = yield from make_module(CANDIDATE, "GroupedQueryAttention(...)", seed=seed + i,
+                                           n_embed=C, n_head=H, n_kv_head=Hkv, context_length=L)
+        _check_gqa_layout(layout, C, H, Hkv)
         w = gqa_weights(C, H, Hkv, seed + i)
-        load_weights(m, w, code=LAYOUT)
+        yield from load(m, w, code=LAYOUT)
         x, x2 = randn(B, T, C, seed=seed + i), randn(B, T, C, seed=seed + 100 + i)   # (B, T, C) each
         outs, outs2 = gqa_outputs(x, w, H, Hkv), gqa_outputs(x2, w, H, Hkv)
         label = f"B={B}, T={T}, n_embed={C}, n_head={H}, n_kv_head={Hkv}"
-        with torch.no_grad():
-            # 1. the full causal forward, no cache
-            expect(call_pure(m, x), outs["want"], f"{label} 时的输出（不带缓存）", outs["wrong"])
-            # 2. uneven chunks through a fresh cache == the full forward; the new positions' mask
-            #    is offset by the cached length
-            what = f"{label}，按分块 {list(chunks)} 带缓存解码的输出（应等于一次算完的输出）"
-            got_chunks, cache = _decode(m, x, outs, chunks, what, mask_hint=True)
-            if len(cache) == 0:
-                raise CheckError("cache-unused", f"{label}：解码之后，传进去的 cache 仍是空的"
-                                                 "（forward 没有调用 cache.update）。")
-            wrong = gqa_chunked(x, w, H, Hkv, chunks)
-            expect(got_chunks, outs["want"], what, [
-                ("cache-mask-offset", wrong["top-left"]), ("cache-mask-offset", wrong["none"]),
-                ("cache-unused", wrong["no-past"])])
-            if len(cache) != T:
-                raise CheckError("cache-reappends", f"{label}：解码 {T} 个位置后，缓存里应有 {T} 个位置，"
-                                                    f"实际是 {len(cache)}。")
-            # 3. a second sequence through a second fresh cache: the same procedure must work again
-            if _second_sequence_leaks(m, x2, outs2, chunks, what):
-                raise CheckError("cache-not-reset", f"{label}：第一个序列用缓存解码时正确；"
-                                                    "第二个序列换了一个新建的 cache、"
-                                                    "同样分块解码，输出却不等于它一次算完的输出——上一个序列的状态留在了模块里。")
-            # 4. token by token through a fresh cache == the full forward
-            ones = (1,) * T
-            got_steps, _ = _decode(m, x2, outs2, ones, f"{label}，逐个位置解码")
-            expect(got_steps, outs2["want"], f"{label}，带缓存逐个位置解码的输出（应等于一次算完的输出）", [
-                ("cache-unused", gqa_chunked(x2, w, H, Hkv, ones)["no-past"])])
+        # 1. the full causal forward, no cache
+        expect((yield Call(m, (x,), pure=True)), outs["want"], f"{label} 时的输出（不带缓存）", outs["wrong"])
+        # 2. uneven chunks through a fresh cache == the full forward; the new positions' mask
+        #    is offset by the cached length
+        what = f"{label}，按分块 {list(chunks)} 带缓存解码的输出（应等于一次算完的输出）"
+        got_chunks, received = yield from _decode(m, x, outs, chunks, H, what, mask_hint=True)
+        if not received:
+            raise CheckError("cache-unused", f"{label}：解码之后，传进去的 cache 仍是空的"
+                                             "（forward 没有调用 cache.update）。")
+        wrong = gqa_chunked(x, w, H, Hkv, chunks)
+        expect(got_chunks, outs["want"], what, [
+            ("cache-mask-offset", wrong["top-left"]), ("cache-mask-offset", wrong["none"]),
+            ("cache-unused", wrong["no-past"])])
+        cached = sum(positions(k) for k, _ in received)
+        if cached != T:
+            raise CheckError("cache-reappends" if cached > T else "cache-unused",
+                             f"{label}：解码 {T} 个位置后，缓存里应有 {T} 个位置，实际是 {cached}。")
+        # 3. a second sequence through a second fresh cache: the same procedure must work again
+        if (yield from _second_sequence_leaks(m, x2, outs2, chunks, H, what)):
+            raise CheckError("cache-not-reset", f"{label}：第一个序列用缓存解码时正确；"
+                                                "第二个序列换了一个新建的 cache、"
+                                                "同样分块解码，输出却不等于它一次算完的输出——上一个序列的状态留在了模块里。")
+        # 4. token by token through a fresh cache == the full forward
+        ones = (1,) * T
+        got_steps, _ = yield from _decode(m, x2, outs2, ones, H, f"{label}，逐个位置解码")
+        expect(got_steps, outs2["want"], f"{label}，带缓存逐个位置解码的输出（应等于一次算完的输出）", [
+            ("cache-unused", gqa_chunked(x2, w, H, Hkv, ones)["no-past"])])
 
 
 # --- kv_cache_bytes -------------------------------------------------------------------------
@@ -368,19 +385,20 @@ def kv_bytes(n_layer, n_kv_head, head_dim, seq_len, batch_size, bytes_per_elem) 
 
 
 @check("kv_cache_bytes")
-def check_kv_cache_bytes(candidate, extended: bool = False, seed: int = 0) -> None:
+def check_kv_cache_bytes(extended: bool = False, seed: int = 0):
     cases = BYTES_CASES + (hidden_bytes_cases() if extended else [])
     g = torch.Generator().manual_seed(seed)
     cases = cases + [tuple(int(v) for v in torch.randint(1, 50, (5,), generator=g)) + (1 + seed % 4,)]
     for L, Hkv, Dh, S, B, E in cases:
         args = f"n_layer={L}, n_kv_head={Hkv}, head_dim={Dh}, seq_len={S}, batch_size={B}, bytes_per_elem={E}"
-        for how, got in (("关键字参数", lambda: call(candidate, n_layer=L, n_kv_head=Hkv, head_dim=Dh, seq_len=S,
-                                                     batch_size=B, bytes_per_elem=E)),
-                         ("位置参数", lambda: call(candidate, L, Hkv, Dh, S, B, E))):
-            _expect_bytes(got(), kv_bytes(L, Hkv, Dh, S, B, E), f"{args}（{how}）")
+        keywords = {"n_layer": L, "n_kv_head": Hkv, "head_dim": Dh, "seq_len": S, "batch_size": B,
+                    "bytes_per_elem": E}
+        for how, call in (("关键字参数", Call(CANDIDATE, kwargs=keywords)),
+                          ("位置参数", Call(CANDIDATE, (L, Hkv, Dh, S, B, E)))):
+            _expect_bytes((yield call), kv_bytes(L, Hkv, Dh, S, B, E), f"{args}（{how}）")
     # the defaults: batch_size=1, bytes_per_elem=2 (float16 / bfloat16)
     L, Hkv, Dh, S = 3, 5, 7, 11
-    _expect_bytes(call(candidate, L, Hkv, Dh, S), kv_bytes(L, Hkv, Dh, S, 1, 2),
+    _expect_bytes((yield Call(CANDIDATE, (L, Hkv, Dh, S))), kv_bytes(L, Hkv, Dh, S, 1, 2),
                   f"只给 n_layer={L}, n_kv_head={Hkv}, head_dim={Dh}, seq_len={S}（其余用默认值）时")
 
 
@@ -401,66 +419,84 @@ def _expect_bytes(got, outs: dict, what: str) -> None:
 
 # --- quiz_kv_cache --------------------------------------------------------------------------
 
-# The visible check reads the first three answers; the hidden one also the fourth (the sliding window).
+# The visible check judges the first three answers in full; of the fourth (the sliding window) it judges
+# everything but the window: either length is accepted there, and only the hidden test tells them apart.
 QUIZ_KEYS = ("gemma_7b_gib", "batch16_gib", "qwen2_shrink", "mistral_32k_gib")
-VISIBLE_QUIZ_KEYS = QUIZ_KEYS[:3]
+WINDOW_KEY = "mistral_32k_gib"
 QUIZ_REL_TOL = 1e-3
+QUIZ_FALLBACK = {"qwen2_shrink": "quiz-kv-shrink-ratio"}   # any other key: a cache size in GiB
+GIB = 2 ** 30
+# (label, how many of that unit a GiB is): a size answered in another unit than GiB
+UNITS = (("GB（10⁹ 字节）", GIB / 1e9), ("MiB", 2 ** 10), ("字节", GIB))
 
 
 @instructor_only
 def quiz_truth() -> dict:
-    """Each key's answer and the known wrong answers, with the misconception each shows.
+    """Per key: the answer ("want"), the known wrong answers as (code, label, value), and for the sliding
+    window the answer that ignores it ("no-window").
 
     Published configs (config.json on Hugging Face): Gemma-7B 28 layers, 16 KV heads, head_dim 256
     (hidden_size 3072 / 16 heads would give 192); Qwen2-1.5B 12 query heads, 2 KV heads; Mistral-7B
     v0.1 32 layers, 8 KV heads, head_dim 128, sliding_window 4096."""
-    def _gib(n_layer, n_kv_head, head_dim, seq_len, batch_size, bytes_per_elem=2) -> float:
-        return 2 * n_layer * n_kv_head * head_dim * seq_len * batch_size * bytes_per_elem / 2 ** 30
+    def gib(n_layer, n_kv_head, head_dim, seq_len, batch_size, bytes_per_elem=2) -> float:
+        return 2 * n_layer * n_kv_head * head_dim * seq_len * batch_size * bytes_per_elem / GIB
 
-    gemma = dict(n_layer=28, n_kv_head=16, seq_len=8192)
-    mistral = dict(n_layer=32, n_kv_head=8, head_dim=128, batch_size=8)
+    def slips(**config) -> list:
+        """The wrong answers any cache size can get: no factor 2, float32, another unit than GiB."""
+        size = gib(**config)
+        return [("quiz-kv-no-factor-2", "", size / 2), ("quiz-kv-fp32", "", gib(**config, bytes_per_elem=4)),
+                *(("quiz-kv-unit", f"按 {unit} 算的", size * per_gib) for unit, per_gib in UNITS)]
+
+    gemma = dict(n_layer=28, n_kv_head=16, seq_len=8192, head_dim=256)
 
     def gemma_wrongs(batch):
-        return [("quiz-kv-head-dim-from-hidden", _gib(**gemma, head_dim=192, batch_size=batch)),
-                ("quiz-kv-no-factor-2", _gib(**gemma, head_dim=256, batch_size=batch) / 2),
-                ("quiz-kv-fp32", _gib(**gemma, head_dim=256, batch_size=batch, bytes_per_elem=4))]
-    return {"gemma_7b_gib": (_gib(**gemma, head_dim=256, batch_size=1), gemma_wrongs(1)),
-            "batch16_gib": (_gib(**gemma, head_dim=256, batch_size=16),
-                            [("quiz-kv-no-batch", _gib(**gemma, head_dim=256, batch_size=1)), *gemma_wrongs(16)]),
-            "qwen2_shrink": (12 / 2, [("quiz-kv-shrink-inverted", 2 / 12)]),
-            "mistral_32k_gib": (_gib(**mistral, seq_len=4096),
-                                [("quiz-kv-sliding-window-ignored", _gib(**mistral, seq_len=32768)),
-                                 ("quiz-kv-no-batch", _gib(**{**mistral, "batch_size": 1}, seq_len=4096)),
-                                 ("quiz-kv-no-factor-2", _gib(**mistral, seq_len=4096) / 2)])}
+        return [("quiz-kv-head-dim-from-hidden", "", gib(**{**gemma, "head_dim": 192}, batch_size=batch)),
+                *slips(**gemma, batch_size=batch)]
+
+    mistral = dict(n_layer=32, n_kv_head=8, head_dim=128, batch_size=8)
+    window, whole = dict(mistral, seq_len=4096), dict(mistral, seq_len=32768)
+    return {"gemma_7b_gib": {"want": gib(**gemma, batch_size=1), "wrong": gemma_wrongs(1)},
+            "batch16_gib": {"want": gib(**gemma, batch_size=16),
+                            "wrong": [("quiz-kv-no-batch", "", gib(**gemma, batch_size=1)), *gemma_wrongs(16)]},
+            "qwen2_shrink": {"want": 12 / 2, "wrong": [("quiz-kv-shrink-inverted", "", 2 / 12)]},
+            WINDOW_KEY: {"want": gib(**window), "no-window": gib(**whole), "wrong": [
+                ("quiz-kv-sliding-window-ignored", "", gib(**whole)),
+                *((code, label, value) for config in (window, whole) for code, label, value in
+                  [("quiz-kv-no-batch", "", gib(**{**config, "batch_size": 1})), *slips(**config)])]}}
 
 
 @oracle
-def quiz_keys(keys: tuple[str, ...]) -> dict:
-    """quiz_truth of ``keys`` as salted digests (oracle.answer_key): (answer, [(code, wrong answer), ...])
-    per key. Asked for the visible keys only, the class edition stores nothing of the hidden one."""
+def quiz_keys(keys: tuple[str, ...], extended: bool) -> dict:
+    """Per key of ``keys``: the salted digests (oracle.answer_key) of the accepted answers, and of each known
+    wrong one as (code, label, digests). The visible check (``extended`` False) accepts the sliding-window
+    answer with or without the window, one list of digests for both, so the class edition's stored results
+    do not tell which is right; it stores nothing of the hidden check's."""
     truth = quiz_truth()
-    return {key: (answer_key(truth[key][0], QUIZ_REL_TOL),
-                  [(code, answer_key(wrong, QUIZ_REL_TOL)) for code, wrong in truth[key][1]]) for key in keys}
+    keyed = {}
+    for key in keys:
+        accepted = [truth[key]["want"]] + ([truth[key]["no-window"]] if key == WINDOW_KEY and not extended else [])
+        wrong = [(code, label, value) for code, label, value in truth[key]["wrong"]
+                 if not any(math.isclose(value, a, rel_tol=QUIZ_REL_TOL) for a in accepted)]
+        keyed[key] = (sorted(d for a in accepted for d in answer_key(a, QUIZ_REL_TOL)),
+                      [(code, label, answer_key(value, QUIZ_REL_TOL)) for code, label, value in wrong])
+    return keyed
 
 
 @check("quiz_kv_cache")
-def check_quiz_kv_cache(candidate, extended: bool = False, seed: int = 0) -> tuple[str, ...]:
-    """Nothing random (``seed`` changes nothing); ``extended`` also grades the sliding-window answer, which
-    the visible check only requires to be a number."""
+def check_quiz_kv_cache(extended: bool = False, seed: int = 0):
+    """Nothing random (``seed`` changes nothing); the visible check leaves the sliding window of the fourth
+    answer to the hidden test (``extended``), and says so."""
     del seed
-    answers = quiz_answers(candidate, "quiz_kv_cache", list(QUIZ_KEYS))
-    later = () if extended else QUIZ_KEYS[len(VISIBLE_QUIZ_KEYS):]
-    for key in later:
-        quiz_number(answers, key)
-    graded = QUIZ_KEYS if extended else VISIBLE_QUIZ_KEYS
-    keys = quiz_keys(graded)
-    for key in graded:
+    answers = yield from quiz_answers("quiz_kv_cache", QUIZ_KEYS)
+    keys = quiz_keys(QUIZ_KEYS, extended)
+    for key in QUIZ_KEYS:
         value = quiz_number(answers, key)
-        want, wrongs = keys[key]
-        if matches(value, want, QUIZ_REL_TOL):
+        accepted, wrongs = keys[key]
+        if matches(value, accepted, QUIZ_REL_TOL):
             continue
-        for code, wrong in wrongs:
+        for code, label, wrong in wrongs:
             if matches(value, wrong, QUIZ_REL_TOL):
-                raise CheckError(code, f"{key} = {value:g} 不对。")
-        raise CheckError("wrong", f"{key} = {value:g} 不对。")
-    return later
+                raise CheckError(code, f"{key} = {value:g} 不对" + (f"：它正是{label}结果，题目要的是 GiB（2³⁰ 字节）。"
+                                                                     if label else "。"))
+        raise CheckError(QUIZ_FALLBACK.get(key, "quiz-kv-cache-size"), f"{key} = {value:g} 不对。")
+    return () if extended else (WINDOW_KEY,)

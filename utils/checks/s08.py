@@ -8,22 +8,29 @@ from __future__ import annotations
 import math
 
 import torch
-import torch.nn as nn
 import torch.nn.functional as F
 
 from . import math64
-from .common import fixed_weights, load_weights, quiz_number, require_linear, require_swiglu_layout
-from .core import CheckError, TorchCalls, call, call_pure, check, close, expect, randn, quiz_answers
+from .common import fixed_weights, load, make_module, part, quiz_number, require_linear, require_swiglu_layout
+from .compare import close, expect, quiz_answers, randn
+from .core import OBSERVED, CheckError, check
 from .oracle import answer_key, instructor_only, matches, oracle
+from .protocol import CANDIDATE, Attr, Call, Get, Handle, Watch
 
 _BUILTIN_NORMS = ("layer_norm", "rms_norm", "group_norm", "batch_norm", "instance_norm")
 
 
-def _no_builtin_norm(calls: TorchCalls) -> None:
+def _normalised(target, args: tuple, kwargs: dict | None = None):
+    """(yields) ``target(*args, **kwargs)``, which must not change its inputs nor call a built-in norm.
+
+    Which torch functions ran is observed by the kernel that runs the learner's code: a property, not an
+    output (the finding says so)."""
+    seen = yield Call(target, args, kwargs or {}, pure=True, watch=Watch(torch_calls=True))
     for fragment in _BUILTIN_NORMS:
-        name = calls.first_named(fragment)
+        name = next((called for called in seen.torch_calls if fragment in called), None)
         if name:
-            raise CheckError("uses-builtin-norm", f"调用了 PyTorch 的 {name}。")
+            raise CheckError("uses-builtin-norm", f"调用了 PyTorch 的 {name}{OBSERVED}。")
+    return seen.value
 
 
 def _tokens(shape, seed: int, scale: float) -> torch.Tensor:
@@ -93,23 +100,26 @@ def rms_low_precision_output(x, w, eps) -> torch.Tensor:
     return (normed.double() * w.double()).to(x.dtype)                                      # (..., D)
 
 
-def _make_rmsnorm(candidate, dim: int, eps):
-    module = call(candidate, dim) if eps is None else call(candidate, dim, eps=eps)
-    weight = getattr(module, "weight", None)
-    if not isinstance(weight, nn.Parameter):
-        raise CheckError("norm-weight", "应有一个 nn.Parameter 类型的属性 weight。")
-    if weight.shape != (dim,) or not torch.equal(weight.detach(), torch.ones(dim)):
+def _require_weight(layout: dict, weight, dim: int) -> None:
+    """The RMSNorm's ``weight`` (its value, as data) is an nn.Parameter of ones, shape (dim,), that the
+    module registers (its layout's parameters list it)."""
+    registered = layout["params"].get("weight")
+    if registered is None or not registered["parameter"]:
+        kind = layout["attrs"].get("weight", "NoneType")
+        unregistered = "：普通张量不会注册为模块的参数（parameters() 里没有它）" if kind == "Tensor" else ""
+        raise CheckError("norm-weight", f"应有一个 nn.Parameter 类型的属性 weight，实际是 {kind}{unregistered}。")
+    if tuple(registered["shape"]) != (dim,) or not torch.equal(weight, torch.ones(dim)):
         raise CheckError("norm-weight", f"weight 应为形状 ({dim},)、初始全为 1 的参数，"
-                                        f"实际形状 {tuple(weight.shape)}。")
-    if not any(p is weight for p in module.parameters()):
-        raise CheckError("norm-weight", "weight 没有注册为模块的参数（parameters() 里没有它）。")
-    return module
+                                        f"实际形状 {tuple(registered['shape'])}。")
 
 
-def _loaded_rmsnorm(candidate, dim: int, eps, seed: int) -> tuple[nn.Module, torch.Tensor]:
-    module = _make_rmsnorm(candidate, dim, eps)
+def _loaded_rmsnorm(dim: int, eps, seed: int):
+    """(yields) RMSNorm(dim[, eps=eps]) with its weight checked, then loaded with check-made gains:
+    the module's handle and those gains, (dim,)."""
+    module, layout = yield from make_module(CANDIDATE, "RMSNorm(...)", dim, **({} if eps is None else {"eps": eps}))
+    _require_weight(layout, (yield Get(Attr(module, "weight"))), dim)
     weights = fixed_weights({"weight": (dim,)}, seed)                                      # (D,) gains
-    load_weights(module, weights, code="norm-weight")
+    yield from load(module, weights, code="norm-weight")
     return module, weights["weight"]
 
 
@@ -132,13 +142,12 @@ def _overflowed_tokens(got, want: torch.Tensor) -> int:
     return int((lost & torch.isfinite(w).all(-1) & (w != 0).any(-1)).sum())
 
 
-def _check_low_precision(candidate, shape, scale, eps, dtype, seed: int) -> None:
-    module, weight = _loaded_rmsnorm(candidate, shape[-1], eps, seed + 50)
-    module = module.to(dtype)                                                              # as model.half() does
+def _check_low_precision(shape, scale, eps, dtype, seed: int):
+    """(yields) The module cast to ``dtype`` as model.half() does, fed large activations of that dtype."""
+    module, weight = yield from _loaded_rmsnorm(shape[-1], eps, seed + 50)
+    cast = yield Call(Attr(module, "to"), (dtype,))                                        # nn.Module.to: itself
     x = _tokens(shape, seed, scale).to(dtype)                                              # (..., D)
-    with TorchCalls() as calls:
-        got = call_pure(module, x)
-    _no_builtin_norm(calls)
+    got = yield from _normalised(cast if isinstance(cast, Handle) else module, (x,))
     want = rms_low_precision_output(x, weight.to(dtype), 1e-6 if eps is None else eps)    # (..., D)
     what = f"模块转成 {_name(dtype)}、输入形状 {shape}、数值量级 {scale:g} 时的输出"
     lost = _overflowed_tokens(got, want)
@@ -147,24 +156,32 @@ def _check_low_precision(candidate, shape, scale, eps, dtype, seed: int) -> None
         raise CheckError("rmsnorm-low-precision",
                          f"{what}里有 {lost} 个 token 全是 0 或 NaN/inf：{_name(dtype)} 最大只能表示 {top:g}，"
                          f"大于 {math.sqrt(top):.0f} 的分量平方后就溢出了。")
+    _expect_rms(got, want, x, what, atol=LOW_TOL[dtype], rtol=LOW_TOL[dtype])
+
+
+def _expect_rms(got, want: torch.Tensor, x: torch.Tensor, what: str, wrong=(), atol=1e-5, rtol=1e-4) -> None:
+    """``expect`` with a known misconception first, then the output's dtype (a value off only because it was
+    rounded to another dtype is that), then the generic [wrong]."""
+    try:
+        expect(got, want, what, wrong, atol=atol, rtol=rtol)
+    except CheckError as err:
+        if err.code == "wrong":
+            _require_dtype(got, x, what)
+        raise
     _require_dtype(got, x, what)
-    expect(got, want, what, atol=LOW_TOL[dtype], rtol=LOW_TOL[dtype])
 
 
 @check("RMSNorm")
-def check_RMSNorm(candidate, extended: bool = False, seed: int = 0) -> None:
+def check_RMSNorm(extended: bool = False, seed: int = 0):
     for i, (shape, scale, eps) in enumerate(RMS_CASES + (hidden_rms_cases() if extended else [])):
-        module, weight = _loaded_rmsnorm(candidate, shape[-1], eps, seed + 50 + i)
+        module, weight = yield from _loaded_rmsnorm(shape[-1], eps, seed + 50 + i)
         x = _tokens(shape, seed + i, scale)                                                # (..., D)
-        with TorchCalls() as calls:
-            got = call_pure(module, x)
-        _no_builtin_norm(calls)
+        got = yield from _normalised(module, (x,))
         outs = rms_outputs(x, weight, 1e-6 if eps is None else eps, eps is not None)
         what = f"输入形状 {shape}、数值量级 {scale:g}、eps={'默认' if eps is None else eps} 时的输出"
-        expect(got, outs["want"], what, outs["wrong"], atol=1e-5, rtol=1e-4)
-        _require_dtype(got, x, what)
+        _expect_rms(got, outs["want"], x, what, outs["wrong"])
     for i, case in enumerate(LOW_CASES + (hidden_low_cases() if extended else [])):
-        _check_low_precision(candidate, *case, seed=seed + 100 + i)
+        yield from _check_low_precision(*case, seed=seed + 100 + i)
 
 
 # --- layer_norm ------------------------------------------------------------------------------
@@ -214,29 +231,19 @@ def ln_outputs(x, w, b, eps, eps_given: bool) -> dict:
 
 
 @check("layer_norm")
-def check_layer_norm(candidate, extended: bool = False, seed: int = 0) -> None:
+def check_layer_norm(extended: bool = False, seed: int = 0):
     for i, (shape, scale, eps) in enumerate(LN_CASES + (hidden_ln_cases() if extended else [])):
         D = shape[-1]
         x = _tokens(shape, seed + i, scale)                                                # (..., D)
         w = 1 + 0.5 * randn(D, seed=seed + 50 + i)                                        # (D,)
         b = 0.3 * randn(D, seed=seed + 80 + i)                                            # (D,)
-        with TorchCalls() as calls:
-            got = call_pure(candidate, x, w, b) if eps is None else call_pure(candidate, x, w, b, eps=eps)
-        _no_builtin_norm(calls)
+        got = yield from _normalised(CANDIDATE, (x, w, b), {} if eps is None else {"eps": eps})
         outs = ln_outputs(x, w, b, 1e-5 if eps is None else eps, eps is not None)
         what = f"输入形状 {shape}、数值量级 {scale:g}、eps={'默认' if eps is None else eps} 时的输出"
         expect(got, outs["want"], what, outs["wrong"], atol=1e-5, rtol=1e-4)
 
 
 # --- FeedForward / SwiGLU ----------------------------------------------------------------------
-
-def _build(candidate, seed: int, *args, **kwargs) -> nn.Module:
-    torch.manual_seed(seed)
-    module = call(candidate, *args, **kwargs)
-    if not isinstance(module, nn.Module):
-        raise CheckError("wrong-type", f"应创建一个 nn.Module，实际是 {type(module).__name__}。")
-    return module
-
 
 @oracle
 def _linear(x, w, b=None):
@@ -268,21 +275,22 @@ def ffn_outputs(x, w) -> dict:
 
 
 @check("FeedForward")
-def check_FeedForward(candidate, extended: bool = False, seed: int = 0) -> None:
+def check_FeedForward(extended: bool = False, seed: int = 0):
     for i, (B, T, C, hidden) in enumerate(FFN_CASES + (hidden_ffn_cases() if extended else [])):
-        ffn = _build(candidate, seed + i, C) if hidden is None else _build(candidate, seed + i, C, hidden)
+        ffn, layout = yield from make_module(CANDIDATE, "FeedForward(...)", *((C,) if hidden is None else (C, hidden)),
+                                                seed=seed + i)
         H = 4 * C if hidden is None else hidden
-        fc1 = getattr(ffn, "fc1", None)
-        if hidden is None and isinstance(fc1, nn.Linear) and fc1.out_features != H:
+        fc1 = part(layout, "fc1")
+        if hidden is None and "linear" in fc1["kinds"] and fc1["fields"]["out_features"] != H:
             raise CheckError("ffn-hidden-default", f"hidden=None 时 fc1 应输出 4·n_embed = {H}，"
-                                                   f"实际是 {fc1.out_features}。")
+                                                   f"实际是 {fc1['fields']['out_features']}。")
         require_linear(fc1, "fc1", C, H, bias=True, code="ffn-layout")
-        require_linear(getattr(ffn, "fc2", None), "fc2", H, C, bias=True, code="ffn-layout")
+        require_linear(part(layout, "fc2"), "fc2", H, C, bias=True, code="ffn-layout")
         weights = fixed_weights({"fc1.weight": (H, C), "fc1.bias": (H,), "fc2.weight": (C, H), "fc2.bias": (C,)},
                                 seed + i)
-        load_weights(ffn, weights, code="ffn-layout")
+        yield from load(ffn, weights, code="ffn-layout")
         x = 2 * randn(B, T, C, seed=seed + 10 + i)                                         # (B, T, C)
-        got = call_pure(ffn, x)
+        got = yield Call(ffn, (x,), pure=True)
         outs = ffn_outputs(x, weights)
         if close(got, outs["tanh"]):
             continue  # GPT-2's tanh approximation of GELU is fine too
@@ -318,18 +326,19 @@ def swiglu_outputs(x, w) -> dict:
         ("swiglu-sigmoid", down(torch.sigmoid(g) * u)),
         ("swiglu-no-gate", down(F.silu(g))),
         ("swiglu-no-gate", down(F.silu(u))),
-        ("swiglu-no-gate", down(F.silu(g) + u))]}
+        ("swiglu-no-gate", down(F.silu(g) + u)),
+        ("swiglu-down-per-branch", down(F.silu(g)) * down(u))]}
 
 
 @check("SwiGLU")
-def check_SwiGLU(candidate, extended: bool = False, seed: int = 0) -> None:
+def check_SwiGLU(extended: bool = False, seed: int = 0):
     for i, (B, T, D, H) in enumerate(SWIGLU_CASES + (hidden_swiglu_cases() if extended else [])):
-        ffn = _build(candidate, seed + i, D, H)
-        require_swiglu_layout(ffn, D, H)
+        ffn, layout = yield from make_module(CANDIDATE, "SwiGLU(...)", D, H, seed=seed + i)
+        require_swiglu_layout(layout, "", D, H)
         weights = swiglu_weights(D, H, seed + i)
-        load_weights(ffn, weights, code="ffn-layout")
+        yield from load(ffn, weights, code="ffn-layout")
         x = 2 * randn(B, T, D, seed=seed + 10 + i)                                         # (B, T, D)
-        got = call_pure(ffn, x)
+        got = yield Call(ffn, (x,), pure=True)
         outs = swiglu_outputs(x, weights)
         expect(got, outs["want"], f"B={B}, T={T}, dim={D}, hidden={H} 时的输出", outs["wrong"])
 
@@ -346,26 +355,25 @@ def hidden_block_cases():
     return [(3, 6, 24, 6, 10, None), (2, 1, 8, 2, 4, 12), (1, 9, 20, 5, 12, 36)]
 
 
-def _check_block_layout(block, C: int, hidden: int, default_hidden: bool) -> None:
+def _check_block_layout(layout: dict, C: int, hidden: int, default_hidden: bool) -> None:
     for name in ("norm1", "norm2", "attn", "ffn"):
-        if not isinstance(getattr(block, name, None), nn.Module):
-            raise CheckError("block-layout", f"应有子模块 {name}（nn.Module），"
-                                             f"实际是 {type(getattr(block, name, None)).__name__}。")
+        if "module" not in part(layout, name)["kinds"]:
+            raise CheckError("block-layout", f"应有子模块 {name}（nn.Module），实际是 {part(layout, name)['type']}。")
     for name in ("norm1", "norm2"):
-        norm = getattr(block, name)
-        weight = getattr(norm, "weight", None)
-        if isinstance(norm, nn.LayerNorm) or not isinstance(weight, torch.Tensor) or weight.shape != (C,):
+        weight = layout["params"].get(f"{name}.weight")
+        kind = part(layout, name)["type"]
+        if kind == "LayerNorm" or weight is None or tuple(weight["shape"]) != (C,):
             raise CheckError("block-layout", f"{name} 应为 RMSNorm(n_embed)（有形状 ({C},) 的 weight），"
-                                             f"实际是 {type(norm).__name__}。")
-    if block.norm1 is block.norm2:
+                                             f"实际是 {kind}。")
+    if layout["params"]["norm1.weight"]["id"] == layout["params"]["norm2.weight"]["id"]:
         raise CheckError("block-norms-mixed", "norm1 和 norm2 是同一个模块：两个子层前各要一个自己的 RMSNorm。")
-    require_linear(getattr(block.attn, "qkv", None), "attn.qkv", C, 3 * C, bias=False, code="block-layout")
-    require_linear(getattr(block.attn, "proj", None), "attn.proj", C, C, bias=True, code="block-layout")
-    gate = getattr(block.ffn, "w_gate", None)
-    if default_hidden and isinstance(gate, nn.Linear) and gate.out_features != hidden:
+    require_linear(part(layout, "attn.qkv"), "attn.qkv", C, 3 * C, bias=False, code="block-layout")
+    require_linear(part(layout, "attn.proj"), "attn.proj", C, C, bias=True, code="block-layout")
+    gate = part(layout, "ffn.w_gate")
+    if default_hidden and "linear" in gate["kinds"] and gate["fields"]["out_features"] != hidden:
         raise CheckError("ffn-hidden-default", f"ffn_hidden=None 时 SwiGLU 的隐藏宽度应为 4·n_embed = {hidden}，"
-                                               f"实际是 {gate.out_features}。")
-    require_swiglu_layout(block.ffn, C, hidden, code="block-layout")
+                                               f"实际是 {gate['fields']['out_features']}。")
+    require_swiglu_layout(layout, "ffn", C, hidden, code="block-layout")
 
 
 def block_weights(C: int, hidden: int, seed: int) -> dict[str, torch.Tensor]:
@@ -399,14 +407,22 @@ def block_outputs(x, w, n_head: int, eps: float) -> dict:
         h = x + attn(na(x))                                                              # (B, T, C)
         return h + ffn(nf(h))
 
+    def same(t):
+        return t
+
     def no_residual(first=False, second=False):
         h = attn(n1(x)) + (x if first else 0)
         return ffn(n2(h)) + (h if second else 0)
 
     h_post = n1(x + attn(x))                                                             # post-norm's first half
+    h_pre = x + attn(n1(x))                                                              # pre-norm's first half
     h_normed = n1(x) + attn(n1(x))                                                       # residual from n1(x)
     return {"want": pre(), "wrong": [
         ("block-post-norm", n2(h_post + ffn(h_post))),
+        ("block-post-norm", n2(h_pre + ffn(h_pre))),
+        ("block-post-norm", h_post + ffn(n2(h_post))),
+        ("block-norm-missing", pre(na=same)),
+        ("block-norm-missing", pre(nf=same)),
         ("block-no-residual", no_residual()),
         ("block-no-residual", no_residual(first=True)),
         ("block-no-residual", no_residual(second=True)),
@@ -421,16 +437,16 @@ def block_outputs(x, w, n_head: int, eps: float) -> dict:
 
 
 @check("Block")
-def check_Block(candidate, extended: bool = False, seed: int = 0) -> None:
+def check_Block(extended: bool = False, seed: int = 0):
     for i, (B, T, C, H, L, hidden) in enumerate(BLOCK_CASES + (hidden_block_cases() if extended else [])):
         kwargs = {} if hidden is None else {"ffn_hidden": hidden}
-        block = _build(candidate, seed + i, C, H, L, **kwargs)
+        block, layout = yield from make_module(CANDIDATE, "Block(...)", C, H, L, seed=seed + i, **kwargs)
         width = 4 * C if hidden is None else hidden
-        _check_block_layout(block, C, width, hidden is None)
+        _check_block_layout(layout, C, width, hidden is None)
         weights = block_weights(C, width, seed + i)
-        load_weights(block, weights, code="block-layout")
+        yield from load(block, weights, code="block-layout")
         x = 3 * randn(B, T, C, seed=seed + 10 + i) + 1                                      # (B, T, C), not normalised
-        got = call_pure(block, x)
+        got = yield Call(block, (x,), pure=True)
         outs = block_outputs(x, weights, H, BLOCK_EPS)
         expect(got, outs["want"], f"B={B}, T={T}, n_embed={C}, n_head={H} 时的输出", outs["wrong"])
 
@@ -502,11 +518,11 @@ def _check_share(key: str, value, want, wrongs) -> None:
 
 
 @check("quiz_ffn_share")
-def check_quiz_ffn_share(candidate, extended: bool = False, seed: int = 0) -> tuple[str, ...]:
+def check_quiz_ffn_share(extended: bool = False, seed: int = 0):
     """One set of answers, nothing random: ``seed`` changes nothing; ``extended`` also judges the key the
     visible check only requires to be a number (ffn_flops_share)."""
     del seed
-    answers = quiz_answers(candidate, "quiz_ffn_share", COUNT_KEYS + SHARE_KEYS + HIDDEN_SHARE_KEYS)
+    answers = yield from quiz_answers("quiz_ffn_share", COUNT_KEYS + SHARE_KEYS + HIDDEN_SHARE_KEYS)
     for key in HIDDEN_SHARE_KEYS:
         quiz_number(answers, key)
     share_keys = SHARE_KEYS + (HIDDEN_SHARE_KEYS if extended else ())

@@ -15,8 +15,10 @@ import torch
 
 from . import math64
 from .common import quiz_number
-from .core import CheckError, call, call_pure, check, expect, randn, require_tensor, quiz_answers
+from .compare import expect, quiz_answers, randn, require_tensor
+from .core import CheckError, check
 from .oracle import answer_key, instructor_only, matches, oracle
+from .protocol import CANDIDATE, Call
 
 # --- rope_angles ----------------------------------------------------------------------------
 
@@ -36,6 +38,7 @@ def angle_outputs(T: int, d: int, base: float) -> dict:
     """rope_angles(T, d, base) ("want") and what each misconception returns instead, as (code, angles) pairs."""
     want = math64.rope_angles(T, d, base)                                   # (T, d/2)
     theta = math64.rope_angles(2, d, base)[1]                               # (d/2,)
+    i = torch.arange(d // 2, dtype=torch.float64)                           # (d/2,) the pair index
     return {"want": want, "wrong": [
         ("rope-exponent-i-over-d", math64.rope_angles(T, d, base, "-i/d")),
         ("rope-exponent-sign", math64.rope_angles(T, d, base, "+2i/d")),
@@ -44,13 +47,14 @@ def angle_outputs(T: int, d: int, base: float) -> dict:
         ("rope-base-ignored", math64.rope_angles(T, d, 10000.0) if base != 10000.0 else None),
         ("rope-angles-transposed", want.T),
         ("rope-angles-no-position", theta.expand(T, -1)),
-        ("rope-angles-no-position", theta)]}
+        ("rope-angles-no-position", theta),
+        ("rope-exponent-doubled", torch.arange(T, dtype=torch.float64)[:, None] * base ** (-4 * i / d))]}
 
 
 @check("rope_angles")
-def check_rope_angles(candidate, extended: bool = False, seed: int = 0) -> None:
+def check_rope_angles(extended: bool = False, seed: int = 0):
     for T, d, base in ANGLE_CASES + (hidden_angle_cases(seed) if extended else []):
-        got = call(candidate, T, d) if base == 10000.0 and T != 1 else call(candidate, T, d, base=base)
+        got = yield Call(CANDIDATE, (T, d), {} if base == 10000.0 and T != 1 else {"base": base})
         got = require_tensor(got, f"rope_angles({T}, {d}, base={base:g})")
         outs = angle_outputs(T, d, base)
         want = outs["want"]
@@ -123,9 +127,10 @@ def _pair_norms(x, layout: str):
     return (x[..., 0::2] ** 2 + x[..., 1::2] ** 2).sqrt()
 
 
-def _check_rope(candidate, extended: bool, seed: int, layout: str) -> None:
+def _check_rope(extended: bool, seed: int, layout: str):
+    """(yields) The candidate, a RoPE in ``layout``, on every input of _rope_inputs, then _check_relative."""
     for x, angles, what in _rope_inputs(extended, seed):
-        got = call_pure(candidate, x, angles)
+        got = yield Call(CANDIDATE, (x, angles), pure=True)
         outs = rope_outputs(x, angles, layout)
         want = outs.pop("want")
         got = require_tensor(got, what)
@@ -137,17 +142,17 @@ def _check_rope(candidate, extended: bool, seed: int, layout: str) -> None:
                                   atol=1e-4, rtol=1e-4):
                 raise CheckError("rope-not-a-rotation", f"{what}：旋转之后，某些二维对的长度变了。")
         expect(got, want, what)
-    _check_relative(candidate, seed)
+    yield from _check_relative(seed)
 
 
-def _check_relative(candidate, seed: int) -> None:
+def _check_relative(seed: int):
     """The property RoPE exists for: q_m · k_n after rotation depends only on Δ = m − n."""
     T, d = 12, 8
     angles = math64.rope_angles(T, d, 10000.0).float()                      # (T, d/2)
     q = randn(1, d, seed=seed + 70).repeat(T, 1)                            # (T, d): the same q at every position
     k = randn(1, d, seed=seed + 71).repeat(T, 1)                            # (T, d): the same k at every position
-    q_rot = require_tensor(call(candidate, q, angles), "旋转后的 q")      # (T, d)
-    k_rot = require_tensor(call(candidate, k, angles), "旋转后的 k")
+    q_rot = require_tensor((yield Call(CANDIDATE, (q, angles))), "旋转后的 q")      # (T, d)
+    k_rot = require_tensor((yield Call(CANDIDATE, (k, angles))), "旋转后的 k")
     scores = (q_rot @ k_rot.T).double()                                     # (T, T): scores[m, n]
     for gap in range(-T + 1, T):
         diagonal = scores.diagonal(-gap)                                    # every (m, n) with m − n = gap
@@ -157,13 +162,13 @@ def _check_relative(candidate, seed: int) -> None:
 
 
 @check("apply_rope")
-def check_apply_rope(candidate, extended: bool = False, seed: int = 0) -> None:
-    _check_rope(candidate, extended, seed, "half")
+def check_apply_rope(extended: bool = False, seed: int = 0):
+    yield from _check_rope(extended, seed, "half")
 
 
 @check("apply_rope_interleaved")
-def check_apply_rope_interleaved(candidate, extended: bool = False, seed: int = 0) -> None:
-    _check_rope(candidate, extended, seed, "interleaved")
+def check_apply_rope_interleaved(extended: bool = False, seed: int = 0):
+    yield from _check_rope(extended, seed, "interleaved")
 
 
 # --- quiz_rope ------------------------------------------------------------------------------
@@ -240,11 +245,11 @@ def _judge_numbers(answers: dict, keys: dict) -> None:
 
 
 @check("quiz_rope")
-def check_quiz_rope(candidate, extended: bool = False, seed: int = 0) -> tuple[str, ...]:
+def check_quiz_rope(extended: bool = False, seed: int = 0):
     """One set of answers, nothing random (``seed`` changes nothing). The visible check grades questions
     1–5 and only requires question 6 (cached_angle) to be a number; ``extended`` grades it too."""
     del seed
-    answers = quiz_answers(candidate, "quiz_rope", QUIZ_KEYS)
+    answers = yield from quiz_answers("quiz_rope", QUIZ_KEYS)
     keys = quiz_keys()
     if not isinstance(answers["rotate_v"], bool):
         raise CheckError("wrong-type", f"rotate_v 的答案应是 True 或 False，实际是 {answers['rotate_v']!r}。")

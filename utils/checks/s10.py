@@ -1,13 +1,14 @@
 """Checks of section 10_decoder_only_model.
 
 DecoderLM is loaded with check-made weights by the contract's names and compared with a float64
-oracle of the model on those weights; fed chunk by chunk, its blocks get scripted caches that hand
-back the oracle's keys and values and keep what each block put in. generate runs on a table-driven
-stand-in model.
+oracle of the model on those weights; its parts' inputs and outputs, seen by forward hooks in the
+kernel, tell which part is wrong. Fed chunk by chunk, its blocks get scripted caches (built in the
+kernel from the oracle's keys and values) that keep what each block put in; the check reads that
+back and judges it here. generate runs on a table-driven stand-in model that records its calls.
 """
 from __future__ import annotations
 
-import contextlib
+import dataclasses
 
 import torch
 import torch.nn as nn
@@ -15,15 +16,21 @@ import torch.nn.functional as F
 
 from . import math64
 from .codes import CODES
-from .common import fixed_weights, load_weights, require_linear, require_swiglu_layout
-from .core import CheckError, call, call_pure, check, close, expect, randn, require_tensor
+from .common import fixed_weights, part, require_linear, require_swiglu_layout
+from .compare import close, expect, randn, require_tensor, type_name
+from .core import OBSERVED, CheckError, check
 from .oracle import instructor_only, oracle
+from .protocol import CANDIDATE, Attr, Call, Get, Layout, Load, New, Record, Watch
+from .stand_ins import SCRIPTED_CACHE, positions
 
-EPS = 1e-6  # RMSNorm's default eps (section 08), the one the given DecoderBlock uses
+EPS = 1e-6  # RMSNorm's default eps (section 08)
+HERE = "utils.checks.s10"
 
 
 def _config(**fields):
-    """The notebook's ModelConfig (given to the learner, exported with the section's reference)."""
+    """The notebook's ModelConfig (its given code, which the class edition ships too): the kernel rebuilds
+    it from its record (agent.rebuild), so the learner's DecoderLM receives the very dataclass the notebook
+    defines."""
     from utils.reference.s10_decoder_only_model import ModelConfig
     return ModelConfig(**fields)
 
@@ -31,8 +38,6 @@ def _config(**fields):
 def model_sizes(V, S, C, H, Hkv, L, F, base=10000.0, tie=True) -> dict:
     return dict(vocab_size=V, context_length=S, n_embed=C, n_head=H, n_kv_head=Hkv, n_layer=L, ffn_hidden=F,
                 rope_base=base, tie_embeddings=tie)
-
-
 # --- the model in float64 ----------------------------------------------------------------------
 
 def lm_weights(cfg, seed: int) -> dict[str, torch.Tensor]:
@@ -144,6 +149,21 @@ def lm_outputs(w, cfg, idx, targets) -> dict:
 
 
 @oracle
+def block_outputs(w, cfg, x, angles) -> dict:
+    """The first block on x (B, T, C) given the angles (T, Dh/2) ("want"), and given none, i.e. rotating by
+    the angles of positions 0 … T-1 ("own": a block that ignores the angles it is handed), in float64."""
+    p, x64 = "blocks.0.", x.double()
+
+    def block(a):
+        h = math64.rms_norm(x64, w[p + "norm1.weight"].double(), EPS)                 # (B, T, C)
+        u = x64 + attention64(w, cfg, p, h, a)[0]
+        return u + swiglu64(w, p, math64.rms_norm(u, w[p + "norm2.weight"].double(), EPS))
+
+    own = math64.rope_angles(x.shape[1], cfg.n_embed // cfg.n_head, cfg.rope_base)  # (T, Dh/2)
+    return {"want": block(angles.double()), "own": block(own)}
+
+
+@oracle
 def lm_cache_script(w, cfg, idx, chunks) -> dict:
     """idx fed chunk by chunk: the full forward's logits ("want") and trace, each block's rotated keys and
     values of every position, the first block's keys of each chunk rotated as if it started at position 0,
@@ -207,6 +227,7 @@ def param_counts(cfg) -> dict:
 # (config, B, T, chunks); T stays within the context length, the chunks cover T.
 LM_CASES = [(model_sizes(11, 16, 16, 4, 2, 2, 24, base=100.0, tie=True), 2, 7, (3, 2, 1, 1)),
             (model_sizes(13, 12, 12, 3, 1, 1, 20, base=10000.0, tie=False), 1, 5, (2, 1, 2))]
+PARTS = ("norm1", "attn", "norm2", "ffn")
 
 
 @instructor_only
@@ -215,136 +236,178 @@ def hidden_lm_cases():
             (model_sizes(17, 20, 24, 6, 3, 2, 40, base=50.0, tie=False), 2, 9, (4, 1, 3, 1))]
 
 
-def _check_lm_layout(model, cfg) -> None:
+def _hooked(n_layer: int) -> tuple[str, ...]:
+    """The parts whose inputs and outputs the kernel reports, in the order the forward runs them."""
+    return tuple(f"blocks.{i}.{name}" for i in range(n_layer) for name in PARTS) + ("norm",)
+
+
+def _check_lm_layout(layout: dict, config, cfg) -> None:
     C, V, L, Dh = cfg.n_embed, cfg.vocab_size, cfg.n_layer, cfg.n_embed // cfg.n_head
-    if getattr(model, "config", None) != cfg:
-        raise CheckError("model-layout", "应保存传进来的配置：self.config = config。")
-    emb = getattr(model, "tok_emb", None)
-    if not isinstance(emb, nn.Embedding) or tuple(emb.weight.shape) != (V, C):
-        raise CheckError("model-layout", f"tok_emb 应为 nn.Embedding({V}, {C})，实际是 {emb}。")
-    blocks = getattr(model, "blocks", None)
-    if not isinstance(blocks, nn.ModuleList) or len(blocks) != L:
-        found = type(blocks).__name__ + (f"（{len(blocks)} 个）" if isinstance(blocks, nn.ModuleList) else "")
+    if not (isinstance(config, Record) and config.fields == dataclasses.asdict(cfg)):
+        raise CheckError("model-layout", f"应把传进来的配置原样存为属性 config，实际 config 是 {type_name(config)}。")
+    emb = part(layout, "tok_emb")
+    if "embedding" not in emb["kinds"] or (emb["fields"]["num_embeddings"], emb["fields"]["embedding_dim"]) != (V, C):
+        raise CheckError("model-layout", f"tok_emb 应为 nn.Embedding({V}, {C})，实际是 {emb['type']}"
+                         + (f"({emb['fields']['num_embeddings']}, {emb['fields']['embedding_dim']})"
+                            if "embedding" in emb["kinds"] else "") + "。")
+    blocks = part(layout, "blocks")
+    if "module-list" not in blocks["kinds"] or blocks["fields"]["len"] != L:
+        found = blocks["type"] + (f"（{blocks['fields']['len']} 个）" if "module-list" in blocks["kinds"] else "")
         raise CheckError("model-layout", f"blocks 应为含 {L} 个 Block 的 nn.ModuleList，实际是 {found}。")
-    if len({id(b) for b in blocks}) < L:
-        raise CheckError("blocks-shared", f"blocks 里的 {L} 个元素并不都是不同的模块对象。")
-    for i, block in enumerate(blocks):
-        for name in ("norm1", "norm2"):
-            weight = getattr(getattr(block, name, None), "weight", None)
-            if not isinstance(weight, torch.Tensor) or weight.shape != (C,):
-                raise CheckError("model-layout", f"blocks[{i}].{name} 应为 RMSNorm({C})。")
-        attn = getattr(block, "attn", None)
-        widths = {"q_proj": (C, cfg.n_head * Dh), "k_proj": (C, cfg.n_kv_head * Dh),
-                  "v_proj": (C, cfg.n_kv_head * Dh), "o_proj": (cfg.n_head * Dh, C)}
-        for name, (n_in, n_out) in widths.items():
-            require_linear(getattr(attn, name, None), f"blocks[{i}].attn.{name}", n_in, n_out, False, "model-layout")
-        require_swiglu_layout(getattr(block, "ffn", None), C, cfg.ffn_hidden, code="model-layout")
-    norm_weight = getattr(getattr(model, "norm", None), "weight", None)
-    if not isinstance(norm_weight, torch.Tensor) or norm_weight.shape != (C,):
-        raise CheckError("model-no-final-norm", f"应有最后的归一化 norm = RMSNorm({C})，实际是 "
-                                                f"{type(getattr(model, 'norm', None)).__name__}。")
-    require_linear(getattr(model, "lm_head", None), "lm_head", C, V, False, "model-layout")
+    owned = [frozenset(p["id"] for name, p in layout["params"].items() if name.startswith(f"blocks.{i}."))
+             for i in range(L)]
+    if all(owned) and len(set(owned)) < L:
+        raise CheckError("blocks-shared", f"blocks 里的 {L} 个元素并不都是不同的模块对象（有几层的参数是同一批）。")
+    for i in range(L):
+        _check_block_layout(layout, f"blocks.{i}", cfg, Dh)
+    final = layout["params"].get("norm.weight")
+    if final is None or tuple(final["shape"]) != (C,):
+        found = part(layout, "norm")["type"]
+        raise CheckError("model-no-final-norm", f"应有最后的归一化 norm = RMSNorm({C})，实际是 {found}。")
+    require_linear(part(layout, "lm_head"), "lm_head", C, V, False, "model-layout")
 
 
-def _check_tying(model, cfg) -> None:
-    head, emb = model.lm_head.weight, model.tok_emb.weight
-    shared_memory = head.data_ptr() == emb.data_ptr()
-    if cfg.tie_embeddings and head is not emb:
+def _check_block_layout(layout: dict, block: str, cfg, Dh: int) -> None:
+    C = cfg.n_embed
+    for name in ("norm1", "norm2"):
+        weight = layout["params"].get(f"{block}.{name}.weight")
+        if weight is None or tuple(weight["shape"]) != (C,):
+            found = part(layout, f"{block}.{name}")["type"]
+            raise CheckError("model-layout", f"{block}.{name} 应为 RMSNorm({C})，实际是 {found}。")
+    widths = {"q_proj": (C, cfg.n_head * Dh), "k_proj": (C, cfg.n_kv_head * Dh), "v_proj": (C, cfg.n_kv_head * Dh),
+              "o_proj": (cfg.n_head * Dh, C)}
+    for name, (n_in, n_out) in widths.items():
+        require_linear(part(layout, f"{block}.attn.{name}"), f"{block}.attn.{name}", n_in, n_out, False, "model-layout")
+    require_swiglu_layout(layout, f"{block}.ffn", C, cfg.ffn_hidden, code="model-layout")
+
+
+def _check_tying(layout: dict, cfg) -> None:
+    head, emb = layout["params"]["lm_head.weight"], layout["params"]["tok_emb.weight"]
+    shared_memory = head["ptr"] == emb["ptr"]
+    if cfg.tie_embeddings and head["id"] != emb["id"]:
         detail = "它们共用一块内存，却是两个 Parameter（只赋值了 .data）" if shared_memory else "它们是两个独立的矩阵"
         raise CheckError("tie-missing", f"tie_embeddings=True，但 lm_head.weight 不是 tok_emb.weight：{detail}。")
-    if not cfg.tie_embeddings and (head is emb or shared_memory):
+    if not cfg.tie_embeddings and (head["id"] == emb["id"] or shared_memory):
         raise CheckError("tie-unwanted", "tie_embeddings=False，但 lm_head.weight 与 tok_emb.weight 是同一个矩阵。")
-    own, want = sum(p.numel() for p in model.parameters()), param_counts(cfg)["want"]
+    own, want = layout["count"], param_counts(cfg)["want"]
     if own != want:
         raise CheckError("model-layout", f"模型的参数总数应为 {want:,}，实际是 {own:,}（多了或少了某些层、偏置）。")
 
 
-def _make_lm(candidate, cfg, weights: dict, seed: int):
-    """The candidate model, checked for its layout and tying, with the check-made ``weights`` loaded."""
-    torch.manual_seed(seed)
-    model = call(candidate, cfg)
-    if not isinstance(model, nn.Module):
-        raise CheckError("wrong-type", f"DecoderLM(config) 应创建一个 nn.Module，实际是 {type(model).__name__}。")
-    _check_lm_layout(model, cfg)
-    _check_tying(model, cfg)
-    load_weights(model, weights, code="model-layout")
-    model.eval()
+def _make_lm(cfg, weights: dict, seed: int):
+    """(yields) DecoderLM(cfg) built under ``seed``, checked for its layout and tying, with the check-made
+    ``weights`` loaded: its handle."""
+    model = yield Call(CANDIDATE, (cfg,), seed=seed)
+    if not getattr(model, "is_a", lambda _kind: False)("module"):
+        raise CheckError("wrong-type", f"DecoderLM(config) 应创建一个 nn.Module，实际是 {type_name(model)}。")
+    layout = yield Layout(model)
+    _check_lm_layout(layout, (yield Get(Attr(model, "config"))), cfg)
+    _check_tying(layout, cfg)
+    yield Load(model, weights, "model-layout")
+    yield Call(Attr(model, "eval"))
     return model
 
 
 def _split(out, what: str):
     if not (isinstance(out, tuple) and len(out) == 2):
-        raise CheckError("wrong-type", f"{what}：forward 应返回二元组 (logits, loss)，实际是 {type(out).__name__}。")
+        raise CheckError("wrong-type", f"{what}：forward 应返回二元组 (logits, loss)，实际是 {type_name(out)}。")
     return out
 
 
-class _ScriptedCache:
-    """One block's stand-in KV cache: update(k, v) keeps what the block put in and hands back the keys and
-    values of every position so far as the oracle computed them; len() counts the positions received."""
-
-    def __init__(self, keys: torch.Tensor, values: torch.Tensor):
-        self.keys, self.values = keys, values                                       # (B, Hkv, T, Dh) each
-        self.received: list[tuple] = []
-
-    def __len__(self) -> int:
-        return sum(k.size(2) for k, _ in self.received)
-
-    def update(self, k, v):
-        end = len(self) + k.size(2)
-        self.received.append((k, v))
-        return self.keys[:, :, :end].to(k.dtype), self.values[:, :, :end].to(v.dtype)   # (B, Hkv, S, Dh)
-
-    def put(self, index: int):
-        """Everything the block put in (0: keys, 1: values) along the positions, or None if it cannot be joined."""
-        try:
-            return torch.cat([pair[index] for pair in self.received], dim=2)        # (B, Hkv, T, Dh)
-        except (RuntimeError, TypeError, IndexError):
-            return None
-
-
-def _decode(model, idx, chunks, script: dict, what: str, seen: dict):
-    """idx chunk by chunk through fresh scripted caches: the logits, concatenated; every part's inputs
-    and outputs recorded in seen."""
-    caches, outs, start = [_ScriptedCache(k, v) for k, v in zip(script["keys"], script["values"])], [], 0
+def _check_block_interface(model, w, cfg, idx, label: str):
+    """(yields) blocks[0](x, angles) rotates by the angles it is handed (section 11 calls a block with
+    interpolated angles): here the angles of positions 0 … T-1 halved."""
+    x = w["tok_emb.weight"][idx]                                                 # (B, T, C)
+    angles = (math64.rope_angles(idx.shape[1], cfg.n_embed // cfg.n_head, cfg.rope_base) / 2).float()
+    what = f"{label}：直接调用 blocks[0](x, angles)，angles 是位置 0…T-1 的角度减半（位置插值）"
     try:
-        with _recording_parts(model, seen):
-            for n in chunks:
-                logits, _ = _split(call(model, idx[:, start:start + n], caches=caches), what)
-                outs.append(logits)
-                start += n
+        got = yield Call(Attr(model, "blocks.0"), (x, angles), pure=True)
+    except CheckError as err:
+        if err.code != "crashed":
+            raise
+        raise CheckError("block-angles-interface", f"{what}：运行出错（{err.finding}）。") from None
+    outs = block_outputs(w, cfg, x, angles)
+    if close(got, outs["want"], atol=1e-4):
+        return
+    found = ("输出与不管传进来的角度、按位置 0…T-1 自己取角度时一样" if close(got, outs["own"], atol=1e-4)
+             else f"输出不对（{type_name(got)} {tuple(getattr(got, 'shape', ()))}）")
+    raise CheckError("block-angles-interface", f"{what}：{found}。整个模型一次算完时是对的，"
+                                               "所以问题在于 Block 怎样使用传进来的 angles。")
+
+
+def _decode(model, idx, chunks, script: dict, n_layer: int, what: str):
+    """(yields) idx chunk by chunk through fresh scripted caches: the logits, concatenated, and every part's
+    inputs and outputs (seen). What each block put in its cache is judged here, from what the caches kept."""
+    caches = []
+    for keys, values in zip(script["keys"], script["values"]):
+        caches.append((yield Get(New(SCRIPTED_CACHE, (keys, values)))))
+    outs, seen, start = [], {}, 0
+    try:
+        for n in chunks:
+            observed = yield Call(model, (idx[:, start:start + n],), {"caches": caches},
+                                  watch=Watch(hooks=_hooked(n_layer)))
+            outs.append(_split(observed.value, what)[0])
+            for name, pairs in observed.seen.items():
+                seen.setdefault(name, []).extend(pairs)
+            start += n
     except CheckError:
-        _check_cache_use(caches, what)
+        _check_cache_use((yield from _received(caches)), what)
         raise
-    _check_cache_use(caches, what)
-    got = [len(c) for c in caches]
+    received = yield from _received(caches)
+    _check_cache_use(received, what)
+    got = [_positions(r) for r in received]
     if got != [start] * len(caches):
-        raise CheckError("wrong", f"{what}：喂了 {start} 个位置之后，每层的缓存应各有 {start} 个位置，实际是 {got}。")
+        raise CheckError("wrong", f"{what}：喂了 {start} 个位置之后，每层的缓存应各有 {start} 个位置，"
+                                  f"实际是 {got}。{OBSERVED}")
     if not all(isinstance(o, torch.Tensor) and o.dim() == 3 for o in outs):
         raise CheckError("wrong-type", f"{what}：logits 应是 [B, T, V] 的张量。")
-    _check_cache_contents(caches, script, what, seen)
-    return torch.cat(outs, dim=1)                                                   # (B, T, V)
+    _check_cache_contents(received, script, what, seen, len(chunks))
+    return torch.cat(outs, dim=1), seen                                          # (B, T, V)
 
 
-def _check_cache_use(caches, what: str) -> None:
-    lengths = [len(c) for c in caches]
-    if len(caches) > 1 and lengths[0] > 0 and not any(lengths[1:]):
-        raise CheckError("cache-one-for-all-layers", f"{what}：只有第一层的缓存里有东西，各层的缓存长度是 {lengths}。")
+def _received(caches) -> list:
+    """(yields) What each scripted cache was given: per cache, its (k, v) pairs as data."""
+    received = []
+    for cache in caches:
+        received.append((yield Get(Attr(cache, "received"))))
+    return received
+
+
+def _positions(pairs) -> int:
+    return sum(positions(k) for k, _ in pairs)
+
+
+def _put(pairs, index: int):
+    """Everything a block put in its cache (0: keys, 1: values) along the positions, or None."""
+    try:
+        return torch.cat([pair[index] for pair in pairs], dim=2)                  # (B, Hkv, T, Dh)
+    except (RuntimeError, TypeError, IndexError):
+        return None
+
+
+def _check_cache_use(received: list, what: str) -> None:
+    lengths = [_positions(r) for r in received]
+    if len(lengths) > 1 and lengths[0] > 0 and not any(lengths[1:]):
+        raise CheckError("cache-one-for-all-layers", f"{what}：只有第一层的缓存里有东西，"
+                                                     f"各层的缓存长度是 {lengths}。{OBSERVED}")
     if not any(lengths):
         raise CheckError("cache-unused", f"{what}：传进去的缓存仍是空的"
-                                         "（forward 没有把 caches[i] 交给第 i 个 Block）。")
+                                         "（forward 没有把 caches[i] 交给第 i 个 Block）。" + OBSERVED)
 
 
-def _check_cache_contents(caches, script: dict, what: str, seen: dict) -> None:
+def _check_cache_contents(received: list, script: dict, what: str, seen: dict, forwards: int) -> None:
     """Each block put in its cache the keys rotated at their own positions, and the values (a later
     block's wrong K/V may come from an earlier part: that part is named first)."""
-    for i, cache in enumerate(caches):
-        if close(cache.put(0), cache.keys, atol=1e-4) and close(cache.put(1), cache.values, atol=1e-4):
+    for i, pairs in enumerate(received):
+        keys, values = _put(pairs, 0), _put(pairs, 1)
+        if close(keys, script["keys"][i], atol=1e-4) and close(values, script["values"][i], atol=1e-4):
             continue
-        if i == 0 and close(cache.put(0), script["keys-not-offset"], atol=1e-4):
+        if i == 0 and close(keys, script["keys-not-offset"], atol=1e-4):
             raise CheckError("decode-positions-not-offset", f"{what}：第 1 个 Block 放进缓存的 k 是从位置 0 起旋转的，"
-                                                            "与下面这个误区算出的结果完全一致。")
-        _localise(seen, script["trace"], what)
-        raise CheckError("wrong", f"{what}：第 {i + 1} 个 Block 放进缓存的 K/V 不对（应是这些位置旋转后的 k 和 v）。")
+                                                            "与下面这个误区算出的结果完全一致。" + OBSERVED)
+        _localise(seen, script["trace"], what, forwards)
+        raise CheckError("wrong", f"{what}：第 {i + 1} 个 Block 放进缓存的 K/V 不对"
+                                  f"（应是这些位置旋转后的 k 和 v）。{OBSERVED}")
 
 
 _PART_CODES = {"norm1": "lm-rmsnorm-wrong", "norm2": "lm-rmsnorm-wrong", "norm": "lm-rmsnorm-wrong",
@@ -355,28 +418,8 @@ _PART_NAMES = {"norm1": "norm1（RMSNorm）", "norm2": "norm2（RMSNorm）", "at
 
 def _part_label(name: str) -> str:
     """blocks.1.attn -> 第 2 个 Block 的 attn（带 RoPE 的注意力）; norm -> 最后的 norm（RMSNorm）."""
-    *block, part = name.split(".")
-    return (f"第 {int(block[1]) + 1} 个 Block 的 " if block else "") + _PART_NAMES[part]
-
-
-@contextlib.contextmanager
-def _recording_parts(model, seen: dict):
-    """Forward hooks on every block's norm1 / attn / norm2 / ffn and the final norm: seen[name] collects
-    (input, output) of every call."""
-    def hook(name):
-        def record(_module, args, kwargs, output):
-            first = args[0] if args else next(iter(kwargs.values()), None)
-            seen.setdefault(name, []).append((first, output))
-        return record
-
-    modules = [(f"blocks.{i}.{part}", getattr(block, part)) for i, block in enumerate(model.blocks)
-               for part in ("norm1", "attn", "norm2", "ffn")] + [("norm", model.norm)]
-    handles = [m.register_forward_hook(hook(name), with_kwargs=True) for name, m in modules]
-    try:
-        yield seen
-    finally:
-        for handle in handles:
-            handle.remove()
+    *block, part_name = name.split(".")
+    return (f"第 {int(block[1]) + 1} 个 Block 的 " if block else "") + _PART_NAMES[part_name]
 
 
 def _joined(calls, index: int):
@@ -389,28 +432,30 @@ def _joined(calls, index: int):
 
 def _residual_missing(name: str, got, trace: dict) -> str | None:
     """The branch whose output alone reached `name` instead of being added to the residual stream."""
-    *block, part = name.split(".")
+    *block, part_name = name.split(".")
     i = int(block[1]) if block else len([n for n in trace if n.endswith(".ffn")])
-    branch = f"blocks.{i}.attn" if part == "norm2" else f"blocks.{i - 1}.ffn" if i > 0 else None
+    branch = f"blocks.{i}.attn" if part_name == "norm2" else f"blocks.{i - 1}.ffn" if i > 0 else None
     if branch and close(got, trace[branch][1], atol=1e-4):
         return branch
     return None
 
 
-def _localise(seen: dict, trace, what: str) -> None:
+def _localise(seen: dict, trace, what: str, forwards: int = 1) -> None:
     """Walk the parts in the order the forward runs them: name the first one whose input matches the
-    oracle's and whose output does not (or the residual connection feeding a wrong input)."""
+    oracle's and whose output does not (or the residual connection feeding a wrong input, or a part called
+    other than once per forward: ``forwards`` model calls made ``seen``). The inputs and outputs were
+    observed in the kernel, by forward hooks: only the diagnosis rests on them, never a pass."""
     by_name = {name: (x_in, x_out) for name, x_in, x_out, _ in trace}
     for name, x_in, x_out, wrong in trace:
-        calls = seen.get(name)
-        if not calls:
-            return                                                                  # not called: cannot tell
+        calls, label = seen.get(name), _part_label(name)
+        if not calls or len(calls) != forwards:
+            raise CheckError("lm-block-wiring", f"{what}：在它之前的部件输出都对，{label}却在每次前向里被调用了 "
+                                                f"{len(calls or ()) / forwards:g} 次（应为 1 次）。")
         got_in, got_out = _joined(calls, 0), _joined(calls, 1)
         if not close(got_in, x_in, atol=1e-4):
             if name == "blocks.0.norm1":
                 return
             branch = _residual_missing(name, got_in, by_name)
-            label = _part_label(name)
             if branch:
                 raise CheckError("lm-residual-missing", f"{what}：{label}收到的输入正好是{_part_label(branch)}"
                                                         "的输出本身，没有加上残差。")
@@ -418,7 +463,6 @@ def _localise(seen: dict, trace, what: str) -> None:
                                                 "（应是残差流：上一步的 x 加上子层的输出）。")
         if close(got_out, x_out, atol=1e-4):
             continue
-        label = _part_label(name)
         for mistake, output in wrong:
             if close(got_out, output, atol=1e-4):
                 if mistake in CODES:
@@ -428,45 +472,47 @@ def _localise(seen: dict, trace, what: str) -> None:
         raise CheckError(_PART_CODES[name.split(".")[-1]], f"{what}：{label}是第一个输入对、输出却不对的部件。")
 
 
-def _expect_localised(got, outs: dict, seen: dict, what: str, wrong=()) -> None:
-    """expect(got, outs["want"]); on a plain mismatch, the part of the model that is wrong."""
+def _expect_localised(got, outs: dict, seen: dict, what: str, wrong=(), forwards: int = 1) -> None:
+    """expect(got, outs["want"]); on a plain mismatch, the part of the model that is wrong (as the kernel's
+    hooks saw each part's input and output)."""
     try:
         expect(got, outs["want"], what, wrong, atol=1e-4)
     except CheckError as err:
         if err.code == "wrong":
-            _localise(seen, outs["trace"], what)
+            _localise(seen, outs["trace"], what, forwards)
         raise
 
 
 @check("DecoderLM")
-def check_DecoderLM(candidate, extended: bool = False, seed: int = 0) -> None:
+def check_DecoderLM(extended: bool = False, seed: int = 0):
     for i, (sizes, B, T, chunks) in enumerate(LM_CASES + (hidden_lm_cases() if extended else [])):
         cfg = _config(**sizes)
         w = lm_weights(cfg, seed * 1009 + 17 * i)
-        model = _make_lm(candidate, cfg, w, seed * 1009 + 17 * i)
+        model = yield from _make_lm(cfg, w, seed * 1009 + 17 * i)
         g = torch.Generator().manual_seed(seed + 31 * i)
         idx = torch.randint(cfg.vocab_size, (B, T), generator=g)                    # (B, T)
         targets = torch.randint(cfg.vocab_size, (B, T), generator=g)
         label = (f"vocab={cfg.vocab_size}, n_embed={cfg.n_embed}, n_head={cfg.n_head}, n_kv_head={cfg.n_kv_head}, "
                  f"n_layer={cfg.n_layer}, rope_base={cfg.rope_base:g}, tie={cfg.tie_embeddings}, B={B}, T={T}")
-        with torch.no_grad():
-            outs, seen = lm_outputs(w, cfg, idx, targets), {}
-            with _recording_parts(model, seen):
-                logits, loss = _split(call_pure(model, idx), label)
-            _expect_localised(logits, outs, seen, f"{label} 时的 logits", outs["wrong"])
-            if loss is not None:
-                raise CheckError("wrong-type", f"{label}：没给 targets 时 loss 应为 None，实际是 {loss!r}。")
-            _, loss = _split(call_pure(model, idx, targets=targets), label)
-            expect(loss, outs["loss"], f"{label}，给了 targets 时的 loss", outs["wrong_loss"], atol=1e-4)
-            # chunks through fresh caches == the full forward: RoPE positions start at the cached length
-            what = f"{label}，按分块 {list(chunks)} 带缓存解码的 logits（应等于一次算完的 logits）"
-            script, seen = lm_cache_script(w, cfg, idx, chunks), {}
-            _expect_localised(_decode(model, idx, chunks, script, what, seen), script, seen, what)
-            ones = (1,) * T
-            idx2 = torch.randint(cfg.vocab_size, (B, T), generator=g)
-            what = f"{label}，另一条序列、新建的缓存，逐个 token 解码的 logits（应等于一次算完的 logits）"
-            script, seen = lm_cache_script(w, cfg, idx2, ones), {}
-            _expect_localised(_decode(model, idx2, ones, script, what, seen), script, seen, what)
+        outs = lm_outputs(w, cfg, idx, targets)
+        observed = yield Call(model, (idx,), pure=True, watch=Watch(hooks=_hooked(cfg.n_layer)))
+        logits, loss = _split(observed.value, label)
+        _expect_localised(logits, outs, observed.seen, f"{label} 时的 logits", outs["wrong"])
+        if loss is not None:
+            raise CheckError("wrong-type", f"{label}：没给 targets 时 loss 应为 None，实际是 {type_name(loss)}。")
+        yield from _check_block_interface(model, w, cfg, idx, label)
+        _, loss = _split((yield Call(model, (idx,), {"targets": targets}, pure=True)), label)
+        expect(loss, outs["loss"], f"{label}，给了 targets 时的 loss", outs["wrong_loss"], atol=1e-4)
+        # chunks through fresh caches == the full forward: RoPE positions start at the cached length
+        what = f"{label}，按分块 {list(chunks)} 带缓存解码的 logits（应等于一次算完的 logits）"
+        script = lm_cache_script(w, cfg, idx, chunks)
+        got, seen = yield from _decode(model, idx, chunks, script, cfg.n_layer, what)
+        _expect_localised(got, script, seen, what, forwards=len(chunks))
+        idx2 = torch.randint(cfg.vocab_size, (B, T), generator=g)
+        what = f"{label}，另一条序列、新建的缓存，逐个 token 解码的 logits（应等于一次算完的 logits）"
+        script = lm_cache_script(w, cfg, idx2, (1,) * T)
+        got, seen = yield from _decode(model, idx2, (1,) * T, script, cfg.n_layer, what)
+        _expect_localised(got, script, seen, what, forwards=T)
 
 
 # --- count_parameters --------------------------------------------------------------------------
@@ -482,22 +528,25 @@ def hidden_count_cases():
             model_sizes(7, 8, 8, 2, 1, 1, 12, tie=True)]
 
 
-@check("count_parameters")
-def check_count_parameters(candidate, extended: bool = False, seed: int = 0) -> None:
+def _drawn_count_case(seed: int) -> dict:
     g = torch.Generator().manual_seed(seed)
     H, rep, Dh = (int(v) for v in torch.randint(1, 5, (3,), generator=g))
     V, ffn = (int(torch.randint(low, high, (1,), generator=g)) for low, high in ((5, 300), (3, 200)))
-    drawn = model_sizes(V, 64, H * 2 * Dh, H, max(1, H // rep), 1 + seed % 4, ffn, tie=bool(seed % 2))
-    for sizes in COUNT_CASES + (hidden_count_cases() if extended else []) + [drawn]:
+    return model_sizes(V, 64, H * 2 * Dh, H, max(1, H // rep), 1 + seed % 4, ffn, tie=bool(seed % 2))
+
+
+@check("count_parameters")
+def check_count_parameters(extended: bool = False, seed: int = 0):
+    for sizes in COUNT_CASES + (hidden_count_cases() if extended else []) + [_drawn_count_case(seed)]:
         cfg = _config(**sizes)
         counts = param_counts(cfg)
-        got, want = call(candidate, cfg), counts["want"]
+        got, want = (yield Call(CANDIDATE, (cfg,))), counts["want"]
         what = (f"vocab={cfg.vocab_size}, n_embed={cfg.n_embed}, n_head={cfg.n_head}, n_kv_head={cfg.n_kv_head}, "
                 f"n_layer={cfg.n_layer}, ffn_hidden={cfg.ffn_hidden}, tie_embeddings={cfg.tie_embeddings}")
         if isinstance(got, bool) or not isinstance(got, int):
             if isinstance(got, float) and got == want:
                 raise CheckError("wrong-type", f"{what}：数值对了，但应返回 int（参数个数），实际是 float。")
-            raise CheckError("wrong-type", f"{what}：应返回 int（参数个数），实际是 {type(got).__name__}。")
+            raise CheckError("wrong-type", f"{what}：应返回 int（参数个数），实际是 {type_name(got)}。")
         if got == want:
             continue
         for code, value in counts["wrong"]:
@@ -508,11 +557,12 @@ def check_count_parameters(candidate, extended: bool = False, seed: int = 0) -> 
 
 # --- generate ----------------------------------------------------------------------------------
 
-class _TableLM(nn.Module):
-    """A stand-in for DecoderLM with the interface generate relies on (config, blocks,
-    forward(idx, targets=None, caches=None) -> (logits, None)): the logits after token s at position p
-    are table[p % S, s], positions counted on from len(caches[0]). Caches receive dummy K/V, so that
-    len(cache) counts the positions as a real model's would; it records its calls."""
+class TableLM(nn.Module):
+    """A stand-in for DecoderLM, built in the kernel from a table the check sends, with the interface
+    generate relies on (config, blocks, forward(idx, targets=None, caches=None) -> (logits, None)): the
+    logits after token s at position p are table[p % S, s], positions counted on from len(caches[0]).
+    Caches receive dummy K/V, so that len(cache) counts the positions as a real model's would. It records
+    its calls — (tokens fed, each cache's length) — and judges nothing."""
 
     def __init__(self, table: torch.Tensor, n_layer: int = 2):
         super().__init__()
@@ -535,7 +585,7 @@ class _TableLM(nn.Module):
 
 @oracle
 def greedy_tokens(table, prompt, n: int) -> torch.Tensor:
-    """prompt (B, T0) continued greedily by n tokens under _TableLM(table): (B, T0 + n)."""
+    """prompt (B, T0) continued greedily by n tokens under TableLM(table): (B, T0 + n)."""
     idx = prompt
     for _ in range(n):
         logits = table[(idx.size(1) - 1) % table.size(0)][idx[:, -1]]                # (B, V)
@@ -543,48 +593,49 @@ def greedy_tokens(table, prompt, n: int) -> torch.Tensor:
     return idx
 
 
-def _run(candidate, model, prompt, n, what, **kwargs):
-    """generate's output, checked for shape, dtype and the prompt it starts with."""
-    model.calls.clear()
-    out = call_pure(candidate, model, prompt, n, **kwargs)
+def _generator(seed: int) -> New:
+    return New("utils.checks.stand_ins:generator", (seed,))
+
+
+def _run(table, prompt, n, what, global_seed=None, **kwargs):
+    """(yields) generate on a fresh table model (torch's global seed set to ``global_seed`` first): its
+    output, checked for shape, dtype and the prompt it starts with, and the calls the model recorded."""
+    model = yield Get(New(f"{HERE}:TableLM", (table,)))
+    out = yield Call(CANDIDATE, (model, prompt, n), kwargs, seed=global_seed, pure=True)
     B, T = prompt.shape
     if not isinstance(out, torch.Tensor) or out.shape != (B, T + n):
-        shape = tuple(out.shape) if isinstance(out, torch.Tensor) else type(out).__name__
+        shape = tuple(out.shape) if isinstance(out, torch.Tensor) else type_name(out)
         raise CheckError("wrong-shape", f"{what}：应返回 [B, T + max_new_tokens] = {(B, T + n)} 的张量，"
                                         f"实际是 {shape}。")
     if out.dtype.is_floating_point or not torch.equal(out[:, :T], prompt):
         raise CheckError("wrong", f"{what}：返回的序列应以原来的提示词开头，后面接新生成的 token id（整数）。")
-    return out
-
-
+    return out, (yield Get(Attr(model, "calls")))
 def _check_protocol(calls, T0: int, n: int, n_layer: int, what: str) -> None:
     """Prompt once through empty caches, then one token per step through the same caches."""
     if not calls:
-        raise CheckError("wrong", f"{what}：generate 没有调用模型。")
+        raise CheckError("wrong", f"{what}：generate 没有调用模型。{OBSERVED}")
     if all(c is None for _, c in calls):
-        raise CheckError("generate-no-cache", f"{what}：调用模型 {len(calls)} 次，一次也没有传 caches。")
+        raise CheckError("generate-no-cache", f"{what}：调用模型 {len(calls)} 次，一次也没有传 caches。"
+                                              f"{OBSERVED}")
     first_len, first_caches = calls[0]
     if first_caches is None or first_len != T0 or any(first_caches):
         raise CheckError("wrong", f"{what}：第一次调用模型应把 {T0} 个 token 的提示词和新建的（空的）缓存一起喂进去，"
-                                  f"实际喂了 {first_len} 个 token，缓存长度 {first_caches}。")
+                                  f"实际喂了 {first_len} 个 token，缓存长度 {first_caches}。{OBSERVED}")
     for step, (length, cached) in enumerate(calls[1:], start=1):
         if cached is None or not any(cached):
             raise CheckError("generate-no-cache", f"{what}：第 {step + 1} 次调用模型时没有带着之前的缓存"
-                                                  f"（喂了 {length} 个 token，缓存长度 {cached}）。")
+                                                  f"（喂了 {length} 个 token，缓存长度 {cached}）。{OBSERVED}")
         if length != 1:
             raise CheckError("generate-refeeds-cache", f"{what}：第 {step + 1} 次调用模型时"
                                                        f"缓存里已有 {cached[0]} 个位置，"
-                                                       f"却又喂了 {length} 个 token（应只喂新生成的 1 个）。")
+                                                       f"却又喂了 {length} 个 token（应只喂新生成的 1 个）。"
+                                                       f"{OBSERVED}")
         if cached != [T0 + step - 1] * n_layer:
             raise CheckError("wrong", f"{what}：第 {step + 1} 次调用模型时各层缓存应有 {T0 + step - 1} 个位置，"
-                                      f"实际是 {cached}。")
+                                      f"实际是 {cached}。{OBSERVED}")
     if len(calls) not in (n, n + 1):
         raise CheckError("wrong", f"{what}：生成 {n} 个 token 应调用模型 {n} 次（提示词 1 次 + 每个新 token 1 次，"
-                                  f"最后一个可以不喂），实际调用了 {len(calls)} 次。")
-
-
-def _gen(seed: int) -> torch.Generator:
-    return torch.Generator().manual_seed(seed)
+                                  f"最后一个可以不喂），实际调用了 {len(calls)} 次。{OBSERVED}")
 
 
 # (prompt B, prompt T, new tokens, model seed) for the greedy / protocol part
@@ -610,86 +661,93 @@ def _fixed_table() -> torch.Tensor:
     return torch.stack([BASE.roll(s) for s in range(V)]).expand(GEN_POSITIONS, V, V)   # (S, V, V)
 
 
-def _check_greedy(candidate, extended: bool, seed: int) -> None:
+
+
+def _check_greedy(extended: bool, seed: int):
     for B, T0, n, model_seed in GEN_CASES + (hidden_gen_cases() if extended else []):
         table = randn(GEN_POSITIONS, GEN_VOCAB, GEN_VOCAB, seed=seed * 101 + model_seed, scale=2.0)   # (S, V, V)
-        model = _TableLM(table)
-        prompt = torch.randint(GEN_VOCAB, (B, T0), generator=_gen(seed + model_seed))   # (B, T0)
+        g = torch.Generator().manual_seed(seed + model_seed)
+        prompt = torch.randint(GEN_VOCAB, (B, T0), generator=g)                       # (B, T0)
         what = f"贪心（temperature=0），提示词形状 {(B, T0)}，max_new_tokens={n}"
         try:
-            out = _run(candidate, model, prompt, n, what, temperature=0, generator=_gen(1))
+            out, calls = yield from _run(table, prompt, n, what, temperature=0, generator=_generator(1))
         except CheckError as err:
             if err.code == "crashed":
                 raise CheckError("generate-greedy-samples",
-                                 f"{what}：运行出错（{err.finding}）——多半是除以了 0。") from err
+                                 f"{what}：运行出错（{err.finding}）——多半是除以了 0。") from None
             raise
-        _check_protocol(model.calls, T0, n, len(model.blocks), what)
+        _check_protocol(calls, T0, n, 2, what)
         want = greedy_tokens(table, prompt, n)
         if torch.equal(out, want):
             continue
-        others = [_run(candidate, model, prompt, n, what, temperature=0, generator=_gen(s)) for s in (2, 3, 4)]
-        if any(not torch.equal(other, out) for other in others):
-            raise CheckError("generate-greedy-samples", f"{what}：换一个 generator 种子，结果就变了。")
+        for other_seed in (2, 3, 4):
+            other, _ = yield from _run(table, prompt, n, what, temperature=0, generator=_generator(other_seed))
+            if not torch.equal(other, out):
+                raise CheckError("generate-greedy-samples", f"{what}：换一个 generator 种子，结果就变了。")
         raise CheckError("wrong", f"{what}：应为 {want.tolist()}（每步取 logits 最大的 token），"
                                   f"实际是 {out.tolist()}。")
 
 
-def _check_sampling(candidate, extended: bool, seed: int) -> None:
-    model = _TableLM(_fixed_table())
-    prompt = torch.tensor([[4, 3]]).expand(N_DRAWS, 2)                             # (N, 2): the last token is 3
+def _check_sampling(extended: bool, seed: int):
+    table = _fixed_table()
+    prompt = torch.tensor([[4, 3]]).expand(N_DRAWS, 2).contiguous()               # (N, 2): the last token is 3
     logits = BASE.roll(3)                                                          # (V,) the first new token's logits
     what = f"{N_DRAWS} 条相同的提示词各采样 2 个 token"
     # the same generator seed -> the same tokens, whatever the global random state
-    torch.manual_seed(1)
-    first = _run(candidate, model, prompt, 2, f"{what}（temperature=1）", temperature=1.0, generator=_gen(seed))
-    _check_protocol(model.calls, 2, 2, 2, f"{what}（temperature=1）")
-    torch.manual_seed(2)
-    second = _run(candidate, model, prompt, 2, what, temperature=1.0, generator=_gen(seed))
+    first, calls = yield from _run(table, prompt, 2, f"{what}（temperature=1）", global_seed=1, temperature=1.0,
+                                   generator=_generator(seed))
+    _check_protocol(calls, 2, 2, 2, f"{what}（temperature=1）")
+    second, _ = yield from _run(table, prompt, 2, what, global_seed=2, temperature=1.0, generator=_generator(seed))
     if not torch.equal(first, second):
         raise CheckError("ignores-generator", f"{what}：两次用同一个种子的 generator，抽到的 token 却不同。")
-    temperatures = [1.0, 0.5] + ([2.0, 0.8] if extended else [])
-    for tau in temperatures:
-        out = first if tau == 1.0 else _run(candidate, model, prompt, 2, f"{what}（temperature={tau}）",
-                                              temperature=tau, generator=_gen(seed + 1))
-        tokens, want = out[:, 2], F.softmax(logits / tau, dim=-1)
-        if _tv(tokens, want) <= TOLERANCE:
-            continue
-        freq = (torch.bincount(tokens, minlength=BASE.numel()).double() / N_DRAWS).tolist()
-        detail = (f"temperature={tau} 时第一个新 token 的频率 {[round(f, 3) for f in freq]}，"
-                  f"应接近 softmax(logits / temperature) = {[round(p, 3) for p in want.tolist()]}")
-        if tau != 1.0 and _tv(tokens, F.softmax(logits * tau, dim=-1)) <= TOLERANCE:
-            raise CheckError("generate-temperature-multiplied", f"{what}：{detail}。")
-        raise CheckError("wrong", f"{what}：{detail}。")
+    for tau in [1.0, 0.5] + ([2.0, 0.8] if extended else []):
+        out = first if tau == 1.0 else (yield from _run(table, prompt, 2, f"{what}（temperature={tau}）",
+                                                          temperature=tau, generator=_generator(seed + 1)))[0]
+        _judge_temperature(out[:, 2], logits, tau, what)
     for k in [2] + ([4, 1] if extended else []):
-        out = _run(candidate, model, prompt, 2, f"{what}（top_k={k}）", temperature=1.0, top_k=k,
-                   generator=_gen(seed + 2))
-        allowed = torch.topk(logits, k).indices                                    # (k,)
-        tokens = out[:, 2]
-        inside = torch.isin(tokens, allowed).all().item()
-        kept = logits.masked_fill(~torch.isin(torch.arange(BASE.numel()), allowed), float("-inf"))
-        if inside and _tv(tokens, F.softmax(kept, dim=-1)) <= TOLERANCE:
-            second_ok = torch.stack([torch.isin(out[r, 3], torch.topk(BASE.roll(int(out[r, 2])), k).indices)
-                                     for r in range(0, N_DRAWS, 97)]).all().item()
-            if second_ok:
-                continue
-            raise CheckError("generate-top-k-wrong",
-                             f"{what}（top_k={k}）：第二个新 token 抽到了前 {k} 名之外的 token。")
-        detail = f"top_k={k}：抽到了 {sorted(set(tokens.tolist()))}，前 {k} 名是 {sorted(allowed.tolist())}"
-        if _tv(tokens, F.softmax(logits, dim=-1)) <= TOLERANCE:
-            raise CheckError("generate-top-k-ignored", f"{what}，{detail}。")
-        raise CheckError("generate-top-k-wrong", f"{what}，{detail}（或频率不对）。")
-    greedy = _run(candidate, model, prompt, 2, f"{what}（temperature=0）", temperature=0, generator=_gen(seed + 3))
-    want = greedy_tokens(_fixed_table(), prompt[:1], 2)[0, 2:]                    # (2,)
+        out, _ = yield from _run(table, prompt, 2, f"{what}（top_k={k}）", temperature=1.0, top_k=k,
+                                 generator=_generator(seed + 2))
+        _judge_top_k(out, logits, k, what)
+    greedy, _ = yield from _run(table, prompt, 2, f"{what}（temperature=0）", temperature=0,
+                                generator=_generator(seed + 3))
+    want = greedy_tokens(table, prompt[:1], 2)[0, 2:]                              # (2,)
     if not (greedy[:, 2:] == want).all():
         raise CheckError("generate-greedy-samples", f"{what}（temperature=0）：应当每条都是贪心的 {want.tolist()}，"
                                                     f"实际抽到了 {sorted(set(greedy[:, 2].tolist()))} 等不同的 token。")
 
 
+def _judge_temperature(tokens, logits, tau: float, what: str) -> None:
+    """The first new tokens' frequencies follow softmax(logits / tau), else the diagnosis."""
+    want = F.softmax(logits / tau, dim=-1)
+    if _tv(tokens, want) <= TOLERANCE:
+        return
+    freq = (torch.bincount(tokens, minlength=BASE.numel()).double() / N_DRAWS).tolist()
+    detail = (f"temperature={tau} 时第一个新 token 的频率 {[round(f, 3) for f in freq]}，"
+              f"应接近 softmax(logits / temperature) = {[round(p, 3) for p in want.tolist()]}")
+    if tau != 1.0 and _tv(tokens, F.softmax(logits * tau, dim=-1)) <= TOLERANCE:
+        raise CheckError("generate-temperature-multiplied", f"{what}：{detail}。")
+    raise CheckError("wrong", f"{what}：{detail}。")
+
+
+def _judge_top_k(out, logits, k: int, what: str) -> None:
+    """Every first new token is among the top k, at the renormalised frequencies, and so is every second."""
+    allowed = torch.topk(logits, k).indices                                        # (k,)
+    tokens = out[:, 2]
+    kept = logits.masked_fill(~torch.isin(torch.arange(BASE.numel()), allowed), float("-inf"))
+    if torch.isin(tokens, allowed).all() and _tv(tokens, F.softmax(kept, dim=-1)) <= TOLERANCE:
+        if all(torch.isin(out[r, 3], torch.topk(BASE.roll(int(out[r, 2])), k).indices) for r in range(0, N_DRAWS, 97)):
+            return
+        raise CheckError("generate-top-k-wrong", f"{what}（top_k={k}）：第二个新 token 抽到了前 {k} 名之外的 token。")
+    detail = f"top_k={k}：抽到了 {sorted(set(tokens.tolist()))}，前 {k} 名是 {sorted(allowed.tolist())}"
+    if _tv(tokens, F.softmax(logits, dim=-1)) <= TOLERANCE:
+        raise CheckError("generate-top-k-ignored", f"{what}，{detail}。")
+    raise CheckError("generate-top-k-wrong", f"{what}，{detail}（或频率不对）。")
+
+
 @check("generate")
-def check_generate(candidate, extended: bool = False, seed: int = 0) -> None:
-    with torch.no_grad():
-        _check_greedy(candidate, extended, seed)
-        _check_sampling(candidate, extended, seed)
+def check_generate(extended: bool = False, seed: int = 0):
+    yield from _check_greedy(extended, seed)
+    yield from _check_sampling(extended, seed)
 
 
 # --- top_p_filter ------------------------------------------------------------------------------
@@ -763,14 +821,10 @@ def _random_logits(lead, V: int, scale: float, top_p: float, seed: int) -> torch
     raise AssertionError("no logits clear of the boundary")  # pragma: no cover (the seeds are fixed)
 
 
-def _rows(mask: torch.Tensor) -> list[int]:
-    return mask.reshape(-1, mask.size(-1)).sum(-1).tolist()
-
-
-def _filtered(candidate, logits, top_p: float, what: str) -> torch.Tensor:
-    """The candidate's output, checked to be logits of the input's shape and dtype, each kept or -inf:
-    the mask of the kept tokens."""
-    out = require_tensor(call_pure(candidate, logits, top_p), what)
+def _filtered(logits, top_p: float, what: str):
+    """(yields) The candidate's output, checked to be logits of the input's shape and dtype, each kept or
+    -inf: the mask of the kept tokens."""
+    out = require_tensor((yield Call(CANDIDATE, (logits, top_p), pure=True)), what)
     if out.shape != logits.shape:
         raise CheckError("wrong-shape", f"{what}：输出形状应与输入相同 {tuple(logits.shape)}，"
                                         f"实际是 {tuple(out.shape)}。")
@@ -786,46 +840,59 @@ def _filtered(candidate, logits, top_p: float, what: str) -> torch.Tensor:
     raise CheckError("wrong", f"{what}：留下的位置上应是原来的 logits（原样不动），其余为 -inf。")
 
 
+def _which(kept: torch.Tensor, truth: dict) -> str:
+    """What was kept against the nucleus: per row the counts when they differ; otherwise the first row whose
+    tokens differ, by token index (the same counts with other tokens is a finding of its own)."""
+    rows, want = kept.reshape(-1, kept.size(-1)), truth["n_keep"].reshape(-1)
+    counts = rows.sum(-1)
+    if not torch.equal(counts, want):
+        return f"每行留下 {counts.tolist()} 个 token，应为 {want.tolist()} 个"
+    must, may = truth["must"].reshape(rows.shape), truth["may"].reshape(rows.shape)
+    r = int(((rows & ~(must | may)) | (must & ~rows)).any(-1).nonzero()[0])
+    nucleus_tokens = (must[r] | may[r]).nonzero().flatten().tolist()
+    return (f"每行留下的个数都对，但第 {r} 行留下的是 token {rows[r].nonzero().flatten().tolist()}，"
+            f"核是 token {nucleus_tokens}")
+
+
 def _judge(kept: torch.Tensor, logits, top_p: float, what: str) -> None:
     """kept (..., V) is a nucleus of every row (ties at the boundary either way), else the diagnosis."""
     truth = nucleus(logits, top_p)
     must, may, need = truth["must"], truth["may"], truth["need"]
     if (kept >= must).all() and (kept <= must | may).all() and ((kept & may).sum(-1) >= need).all():
         return
-    counts = f"每行留下 {_rows(kept)} 个 token，应为 {truth['n_keep'].reshape(-1).tolist()} 个"
+    found = _which(kept, truth)
     if top_p >= 1:
-        raise CheckError("top-p-one-drops", f"{what}：{counts}（top_p = 1.0 全部保留）。")
+        raise CheckError("top-p-one-drops", f"{what}：{found}（top_p = 1.0 全部保留）。")
     for code, mask in truth["wrong"]:
         if torch.equal(kept, mask):
-            raise CheckError(code, f"{what}：{counts}，留下的正是下面这个误区选出的那些。")
-    raise CheckError("wrong", f"{what}：{counts}，或留下的不是最可能的那几个"
-                              "（核：从最可能的开始累加概率，第一次达到 top_p 为止）。")
+            raise CheckError(code, f"{what}：{found}，留下的正是下面这个误区选出的那些。")
+    raise CheckError("wrong", f"{what}：{found}（核：从最可能的开始累加概率，第一次达到 top_p 为止）。")
 
 
-def _top_p_case(candidate, logits, top_p: float, what: str) -> None:
-    _judge(_filtered(candidate, logits, top_p, what), logits, top_p, what)
+def _top_p_case(logits, top_p: float, what: str):
+    _judge((yield from _filtered(logits, top_p, what)), logits, top_p, what)
 
 
 @check("top_p_filter")
-def check_top_p_filter(candidate, extended: bool = False, seed: int = 0) -> None:
-    _top_p_case(candidate, _designed_logits(seed), 0.75, "尖、平、居中三行 logits，top_p=0.75")
+def check_top_p_filter(extended: bool = False, seed: int = 0):
+    yield from _top_p_case(_designed_logits(seed), 0.75, "尖、平、居中三行 logits，top_p=0.75")
     for i, (lead, V, top_p, scale) in enumerate(TOP_P_CASES):
         logits = _random_logits(lead, V, scale, top_p, seed * 101 + i)
-        _top_p_case(candidate, logits, top_p, f"形状 {tuple(logits.shape)} 的随机 logits，top_p={top_p}")
+        yield from _top_p_case(logits, top_p, f"形状 {tuple(logits.shape)} 的随机 logits，top_p={top_p}")
     ties = torch.tensor([[1.0, 1.0, 1.0, 1.0, -1.0, 0.0], [2.0, 1.0, -1.0, 1.0, -2.0, 1.0]])   # (2, 6)
-    _top_p_case(candidate, ties, 0.6, "边界上有并列的 logits，top_p=0.6（并列的那几个留下谁都可以）")
+    yield from _top_p_case(ties, 0.6, "边界上有并列的 logits，top_p=0.6（并列的那几个留下谁都可以）")
     wide = randn(3, 8, seed=seed + 5, scale=2.0).index_fill(-1, torch.tensor([1, 6]), -60.0)    # (3, 8)
     wide[0, 3] = 25.0                                     # row 0: one token holds all of float32's probability
-    _top_p_case(candidate, wide, 1.0, "含极小概率的 logits，top_p=1.0")
+    yield from _top_p_case(wide, 1.0, "含极小概率的 logits，top_p=1.0")
     for i, (lead, V, top_p, scale) in enumerate(TOP_P_DIMS_CASES):
         logits = _random_logits(lead, V, scale, top_p, seed * 103 + i)
         what = f"形状 {tuple(logits.shape)}（前导维不是 [B]）的 logits，top_p={top_p}"
         try:
-            _top_p_case(candidate, logits, top_p, what)
+            yield from _top_p_case(logits, top_p, what)
         except CheckError as err:
             if err.code in ("crashed", "wrong-shape", "wrong"):
-                raise CheckError("top-p-leading-dims", err.finding) from err
+                raise CheckError("top-p-leading-dims", err.finding) from None
             raise
     for i, (lead, V, top_p, scale) in enumerate(hidden_top_p_cases() if extended else []):
         logits = _random_logits(lead, V, scale, top_p, seed * 107 + i)
-        _top_p_case(candidate, logits, top_p, f"形状 {tuple(logits.shape)} 的随机 logits，top_p={top_p}")
+        yield from _top_p_case(logits, top_p, f"形状 {tuple(logits.shape)} 的随机 logits，top_p={top_p}")

@@ -13,7 +13,8 @@ from __future__ import annotations
 from types import SimpleNamespace
 
 from .common import quiz_number
-from .core import CheckError, check, quiz_answers
+from .compare import quiz_answers
+from .core import CheckError, check
 from .oracle import answer_key, instructor_only, matches, oracle
 from .s10 import model_sizes, param_count
 
@@ -95,11 +96,11 @@ def _judge_number(key: str, value: float, keys: dict) -> None:
 
 
 @check("quiz_read_config")
-def check_quiz_read_config(candidate, extended: bool = False, seed: int = 0) -> tuple[str, ...]:
+def check_quiz_read_config(extended: bool = False, seed: int = 0):
     """Nothing random (``seed`` changes nothing); the visible check judges VISIBLE_READ_KEYS, ``extended``
-    (the hidden test) all keys."""
+    (the hidden test) all keys. Returns the keys left to the hidden test."""
     del seed
-    answers = quiz_answers(candidate, "quiz_read_config", READ_KEYS)
+    answers = yield from quiz_answers("quiz_read_config", READ_KEYS)
     values = {key: quiz_number(answers, key) for key in READ_KEYS}          # every key: present, a number
     judged = READ_KEYS if extended else VISIBLE_READ_KEYS
     keys = read_config_keys(judged)
@@ -140,11 +141,11 @@ def myths_keys(keys: tuple[str, ...]) -> dict[str, tuple[list[str], str]]:
 
 
 @check("quiz_misconceptions")
-def check_quiz_misconceptions(candidate, extended: bool = False, seed: int = 0) -> tuple[str, ...]:
+def check_quiz_misconceptions(extended: bool = False, seed: int = 0):
     """Nothing random (``seed`` changes nothing); the visible check judges VISIBLE_MYTH_KEYS, ``extended``
-    (the hidden test) all ten."""
+    (the hidden test) all ten. Returns the keys left to the hidden test."""
     del seed
-    answers = quiz_answers(candidate, "quiz_misconceptions", MYTH_KEYS)
+    answers = yield from quiz_answers("quiz_misconceptions", MYTH_KEYS)
     for key in MYTH_KEYS:
         if not isinstance(answers[key], bool):
             raise CheckError("wrong-type", f"{key} 的答案应是 True 或 False，实际是 {answers[key]!r}。")

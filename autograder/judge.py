@@ -1,0 +1,227 @@
+"""The judge: a graded test cell's verdict, computed outside the student's process.
+
+In grading, a test cell's code is not run in the student's kernel. Its calls (``check_attention(attention)``,
+``check_attention(attention, extended=True, seed=2024)``) are read from the cell, whose source nbgrader
+restores from the gradebook; each check's definition (utils/checks/core.py) runs here, in the grading
+process, with a fresh seed; the calls it makes on the student's code go to the kernel as protocol
+messages (utils/checks/protocol.py), where utils/checks/agent.py runs them and answers with data. The
+references, the misconceptions' outputs and the hidden cases never enter the kernel; nothing the kernel
+does can change a comparison made here. The only way to a mark is to return what a correct
+implementation returns, on inputs the kernel has never seen.
+
+The judge writes the cell's outcome as nbgrader reads it: no error output (the points), or one error
+output with the ``[code]``, the finding and the first hint. A test cell of another form (an instructor's
+own) is left to the kernel, as nbgrader would run it, with a warning in the log.
+"""
+from __future__ import annotations
+
+import ast
+import contextlib
+import secrets
+import traceback
+from collections.abc import Callable
+from dataclasses import dataclass
+from queue import Empty
+from time import monotonic
+
+from jupyter_core.utils import ensure_async, run_sync
+from nbclient.exceptions import CellTimeoutError, DeadKernelError
+from nbformat import NotebookNode
+from traitlets import Integer
+from traitlets.config import LoggingConfigurable
+
+from utils.checks import agent, core, protocol
+from utils.checks.core import CheckError, Driver, pass_line
+from utils.checks.protocol import Failure, Observed
+
+Ask = Callable[[str], str]   # one protocol message to the kernel -> its answer (protocol text)
+AGENT = "__import__('utils.checks.agent', fromlist=['serve_request'])"
+# A check's fresh seed is drawn below this: a million, more than a kernel can tell apart in advance, and
+# small enough that a check adding its seed to float32 data (values that name their place) stays exact.
+SEEDS = 1_000_000
+
+
+@dataclass(frozen=True)
+class CheckCall:
+    """One ``check_<exercise>(<exercise>[, extended=…][, seed=…])`` line of a test cell."""
+    exercise: str
+    extended: bool
+
+
+def check_calls(source: str) -> list[CheckCall] | None:
+    """The check calls a test cell makes, or None when it holds anything else."""
+    try:
+        tree = ast.parse(source)
+    except SyntaxError:
+        return None
+    calls = []
+    for statement in tree.body:
+        call = statement.value if isinstance(statement, ast.Expr) else None
+        if not (isinstance(call, ast.Call) and isinstance(call.func, ast.Name) and call.func.id.startswith("check_")):
+            return None
+        exercise = call.func.id.removeprefix("check_")
+        keywords = {k.arg: k.value for k in call.keywords}
+        literal = all(isinstance(v, ast.Constant) for v in keywords.values())
+        if (len(call.args) != 1 or not isinstance(call.args[0], ast.Name) or call.args[0].id != exercise
+                or set(keywords) - {"extended", "seed"} or not literal):
+            return None
+        calls.append(CheckCall(exercise, bool(keywords["extended"].value) if "extended" in keywords else False))
+    return calls or None
+
+
+class KernelDriver(Driver):
+    """Answers a check's calls through the student's kernel (``ask``), reading each answer as
+    untrusted data: what does not decode, or is not the kind of answer the call has, is a failure of
+    the student's code."""
+
+    def __init__(self, name: str, ask: Ask):
+        super().__init__(name)
+        self.ask, self.begun = ask, False
+
+    def answer(self, op):
+        message = protocol.encode({"name": self.name, "op": op, "begin": not self.begun})
+        self.begun = True
+        try:
+            reply = protocol.decode(self.ask(message))
+        except protocol.ProtocolError as err:
+            return Failure("crashed", f"评分端读不懂内核的回答（{err}）", error="ProtocolError")
+        if not _fits(op, reply):
+            return Failure("crashed", f"内核对 {type(op).__name__} 的回答不是它该有的样子", error="ProtocolError")
+        return reply
+
+
+def _fits(op, reply) -> bool:
+    """Whether ``reply`` has the shape of an answer to ``op`` (its contents are the check's business)."""
+    if isinstance(reply, Failure):
+        return True
+    if isinstance(op, protocol.Call):
+        return isinstance(reply, Observed) == (op.watch is not None)
+    if isinstance(op, (protocol.Describe, protocol.Layout, protocol.State)):
+        return isinstance(reply, dict)
+    if isinstance(op, protocol.Source):
+        return reply is None or isinstance(reply, str)
+    if isinstance(op, (protocol.Load, protocol.Passed)):
+        return reply is None
+    return True
+
+
+class _Counted:
+    """An Ask that counts its calls (for the log)."""
+
+    def __init__(self, ask: Ask):
+        self.ask, self.calls = ask, 0
+
+    def __call__(self, message: str) -> str:
+        self.calls += 1
+        return self.ask(message)
+
+
+class Judge(LoggingConfigurable):
+    """Judges the graded test cells of a notebook through its kernel (see the module docstring)."""
+
+    seed = Integer(0, help="The seed of every check (0: a fresh random one for each test cell, from 1 to "
+                           "SEEDS - 1, logged). Set it to re-grade exactly as before.").tag(config=True)
+
+    def judges(self, cell) -> bool:
+        """Whether this test cell is one the judge decides (else the kernel runs it)."""
+        if check_calls(cell.source) is None:
+            self.log.warning("test cell %s is not of the form check_<name>(<name>, …): the kernel runs it and its "
+                             "verdict is the kernel's", cell.metadata.get("nbgrader", {}).get("grade_id"))
+            return False
+        return True
+
+    def outputs(self, cell, ask: Ask) -> list[NotebookNode]:
+        """The test cell's outputs as the judge decides them."""
+        lines = []
+        for call in check_calls(cell.source):
+            seed = self.seed or secrets.randbelow(SEEDS - 1) + 1
+            counted = _Counted(ask)
+            start = monotonic()
+            try:
+                judged_later = self._run(call, seed, counted)
+            except CheckError as err:
+                self._log(call, seed, counted, start, f"[{err.code}]")
+                return [_stdout(lines), _error(err, call.exercise)] if lines else [_error(err, call.exercise)]
+            self._log(call, seed, counted, start, "passed")
+            lines.append(pass_line(call.exercise, judged_later))
+            if not call.extended:   # the demos after it may use the student's own (core.mine_or_reference)
+                with contextlib.suppress(protocol.ProtocolError):
+                    ask(protocol.encode({"name": call.exercise, "op": protocol.Passed(call.exercise)}))
+        return [_stdout(lines)]
+
+    def _log(self, call: CheckCall, seed: int, counted: _Counted, start: float, verdict: str) -> None:
+        self.log.info("check_%s (extended=%s, seed %d): %s; %d calls to the kernel, %.2f s", call.exercise,
+                      call.extended, seed, verdict, counted.calls, monotonic() - start)
+
+    def _run(self, call: CheckCall, seed: int, ask: Ask):
+        definition = getattr(__import__("utils.checks", fromlist=["x"]), f"check_{call.exercise}").definition
+        try:
+            with agent.one_thread():
+                return KernelDriver(call.exercise, ask).run(definition, call.extended, seed)
+        except (CheckError, CellTimeoutError, DeadKernelError):   # a verdict; the kernel hung or died (the executor's)
+            raise
+        except Exception as err:   # a check that could not read what the kernel answered
+            self.log.warning("check_%s failed on the kernel's answers: %s", call.exercise, traceback.format_exc())
+            raise CheckError("crashed", f"检查读不懂内核的回答（{type(err).__name__}）：提交的代码改动了检查与内核"
+                                        "之间的通信，或返回了检查无法理解的对象。") from None
+
+
+def _stdout(lines: list[str]) -> NotebookNode:
+    return NotebookNode(output_type="stream", name="stdout", text="".join(f"{line}\n" for line in lines))
+
+
+def _error(err: CheckError, exercise: str) -> NotebookNode:
+    err = core.with_hints(err, exercise, 1)
+    err.next_call = f"在自己的 notebook 里运行 check_{exercise}({exercise}, hint=2) 可以看下一条提示。"
+    return NotebookNode(output_type="error", ename="CheckError", evalue=f"[{err.code}] {err.finding}",
+                        traceback=err._render_traceback_())
+
+
+# --- the way to the kernel: execute requests on the executing client ---------------------------------
+
+def kernel_ask(client, cell, timeout: float) -> Ask:
+    """Ask through ``client`` (nbclient's NotebookClient running the notebook) for one test cell: the whole
+    cell has ``timeout`` seconds; past it the kernel is interrupted and CellTimeoutError raised (the
+    executor then tries the cell once more in a fresh kernel, as for any cell)."""
+    deadline = monotonic() + timeout
+
+    def ask(message: str) -> str:
+        return run_sync(_ask)(client, cell, message, deadline, timeout)
+    return ask
+
+
+async def _ask(client, cell, message: str, deadline: float, timeout: float) -> str:
+    """One execute request whose code calls the agent and whose metadata carries the message."""
+    content = {"code": f"{AGENT}.serve_request()", "silent": True, "store_history": False,
+               "user_expressions": {"reply": f"{AGENT}.REPLY"}, "allow_stdin": False, "stop_on_error": False}
+    request = client.kc.session.msg("execute_request", content, metadata={agent.METADATA_KEY: message})
+    client.kc.shell_channel.send(request)
+    msg_id = request["header"]["msg_id"]
+    while True:
+        left = deadline - monotonic()
+        if left <= 0:
+            await ensure_async(client.km.interrupt_kernel())
+            raise CellTimeoutError.error_from_timeout_and_cell("the judge's calls timed out", timeout, cell)
+        try:
+            reply = await ensure_async(client.kc.shell_channel.get_msg(timeout=min(left, 1.0)))
+        except Empty:
+            if not await ensure_async(client.kc.is_alive()):
+                raise DeadKernelError("Kernel died") from None
+            continue
+        if reply["parent_header"].get("msg_id") == msg_id:
+            return _answer_text(reply["content"])
+
+
+def _answer_text(content: dict) -> str:
+    """The agent's answer (its REPLY, a str) out of an execute_reply; ProtocolError for anything else."""
+    try:
+        expression = content["user_expressions"]["reply"]
+        text = expression["data"]["text/plain"]
+        if content["status"] != "ok" or expression["status"] != "ok" or len(text) > 2 * protocol.MAX_BYTES:
+            raise ValueError
+        answer = ast.literal_eval(text)
+    except (KeyError, TypeError, ValueError, SyntaxError, MemoryError, RecursionError):
+        raise protocol.ProtocolError("the kernel did not answer the call") from None
+    if not isinstance(answer, str):
+        raise protocol.ProtocolError("the kernel's answer is not protocol text")
+    return answer

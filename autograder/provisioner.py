@@ -1,0 +1,178 @@
+"""Grading kernels, through jupyter_client's documented seam: one kernel provisioner.
+
+:class:`SandboxProvisioner` owns a grading kernel from launch to cleanup. ``pre_launch`` puts the
+kernel on unix sockets of its own (jupyter_client's ``ipc`` transport) and wraps its command in the
+sandbox (autograder/sandbox.py), unless a zygote will fork it; ``launch_kernel`` forks it from that
+zygote (autograder/kernel_pool.py) or execs the command; ``cleanup`` ends it (a forked kernel's
+sandbox is swept and what it wrote copied back) and removes its sockets. Its switches come from the
+kernelspec's ``metadata.kernel_provisioner.config``, which :class:`GradingKernelSpecs` writes (the
+kernel manager that :func:`sandboxed` configures gets its specs there; ResilientExecute does so for
+every grading kernel), its limits from ``c.GradingLimits`` (autograder/limits.py).
+
+Where bwrap is missing or the kernel refuses user namespaces, each kernel logs a warning and runs
+unsandboxed, still on unix sockets: TCP ports are picked by the grader, freed and handed to the
+kernel to bind when it has started, and meanwhile another process of the machine may take one.
+Whichever way it starts, a kernel's raw output streams lead nowhere: it never reaches the log.
+Interrupts go by message (``interrupt_mode``): a SIGINT sent from outside would stop bwrap itself.
+A grading kernel counts as ready as soon as it has answered (:class:`ReadyKernelClient`).
+"""
+from __future__ import annotations
+
+import contextlib
+import os
+import shutil
+import subprocess
+import tempfile
+import time
+from queue import Empty
+
+from jupyter_client import protocol_version_info
+from jupyter_client.asynchronous import AsyncKernelClient
+from jupyter_client.kernelspec import KernelSpecManager
+from jupyter_client.provisioning import LocalProvisioner
+from traitlets import Bool, Dict, Unicode
+
+from . import kernel_pool, sandbox
+from .kernel_pool import ZygoteHandle, ZygoteLost, forkable
+from .limits import GradingLimits
+from .sandbox import Layout
+
+PROVISIONER = "attention-course-sandbox"   # its entry point (pyproject.toml)
+
+
+class SandboxProvisioner(LocalProvisioner):
+    """jupyter_client's local provisioner, for a kernel in the grading sandbox (module docstring)."""
+
+    sandbox = Bool(True, help="Run the kernel in bubblewrap where it can run (autograder/sandbox.py); "
+                              "elsewhere it runs unsandboxed, with a warning.").tag(config=True)
+    fork = Bool(True, help="Fork the sandboxed kernel from a zygote that imported torch once "
+                           "(autograder/kernel_pool.py), where the spec starts this Python's "
+                           "ipykernel.").tag(config=True)
+    course_package = Unicode("", help="The folder of the course package the kernel imports: read-only in "
+                                      "the sandbox, its parent first on the kernel's PYTHONPATH. Empty: "
+                                      "the installed utils package.").tag(config=True)
+
+    layout: Layout
+    zygote: ZygoteHandle | None = None   # the zygote that forks this kernel
+    sockets = ""                         # this kernel's folder of unix sockets
+
+    async def pre_launch(self, **kw) -> dict:
+        km = self.parent
+        if not self.sockets:   # a restart keeps its connection file, so its sockets' paths
+            self.sockets = tempfile.mkdtemp(prefix="k-", dir=sandbox.socket_root())
+            km.transport, km.ip = "ipc", os.path.join(self.sockets, "s")   # the sockets: s-1 … s-5
+        kw = await super().pre_launch(**kw)   # the connection file; the kernel spec's command
+        self.layout = Layout.here(self.course_package)
+        if not self._sealed():
+            kw["env"]["PYTHONPATH"] = os.pathsep.join(filter(None, [self.layout.import_root,
+                                                                    kw["env"].get("PYTHONPATH")]))
+            return kw
+        kw["env"], kw["cwd"] = self.layout.environment(kw["env"]), os.path.realpath(kw.get("cwd") or os.getcwd())
+        if self.fork and forkable(self.kernel_spec.argv):
+            limits = GradingLimits(parent=self)
+            self.zygote = kernel_pool.POOL.acquire(kw["env"], self.layout.anchor_of(kw["cwd"]), self.layout,
+                                                   limits.memory_mb, limits.max_processes)
+        if self.zygote is None:
+            kw["cmd"] = self._in_bwrap(kw["cmd"], kw["cwd"], kw["env"])
+        return kw
+
+    async def launch_kernel(self, cmd: list[str], **kw) -> dict:
+        if self.zygote is not None:
+            try:
+                connection = {k: v.decode() if isinstance(v, bytes) else v for k, v in self.connection_info.items()}
+                arguments = cmd[len(self.kernel_spec.argv):]   # the extra ones after the spec's own
+                self.process = self.zygote.spawn(connection, kw["env"], kw["cwd"], arguments)
+                self.pid, self.pgid, self.cwd = self.process.pid, None, kw["cwd"]
+                return self.connection_info
+            except ZygoteLost as lost:
+                self.log.warning("%s: this kernel starts in bwrap", lost)
+                self.zygote = None
+                cmd = self._in_bwrap(cmd, kw["cwd"], kw["env"])
+        return await super().launch_kernel(cmd, **{**kw, "stdout": subprocess.DEVNULL,
+                                                   "stderr": subprocess.DEVNULL})
+
+    async def cleanup(self, restart: bool = False) -> None:
+        await super().cleanup(restart)
+        if self.zygote is not None:
+            self.zygote.end_kernel()
+            self.zygote = None
+        if not restart and self.sockets:
+            shutil.rmtree(self.sockets, ignore_errors=True)
+            self.sockets = ""
+
+    def _sealed(self) -> bool:
+        """Whether this kernel runs in bwrap; where it cannot, or only without a process limit, says so."""
+        if not self.sandbox:
+            return False
+        reason = sandbox.unavailable_reason()
+        if reason is not None:
+            self.log.warning(sandbox.FALLBACK_WARNING, reason)
+            return False
+        if sandbox.processes_unlimited():
+            self.log.warning(sandbox.PROCESS_LIMIT_WARNING)
+        return True
+
+    def _in_bwrap(self, cmd: list[str], cwd: str, env: dict[str, str]) -> list[str]:
+        """``cmd`` in its own sandbox, working in the notebook's folder, its connection file readable."""
+        connection_file = os.path.realpath(self.parent.connection_file)
+        limits = GradingLimits(parent=self)
+        return self.layout.bwrap(cmd, (cwd, cwd), env, memory_mb=limits.memory_mb,
+                                 max_processes=limits.max_processes, sockets=self.sockets,
+                                 read_only={connection_file: connection_file})
+
+
+class GradingKernelSpecs(KernelSpecManager):
+    """The kernel specs as grading starts them: by :class:`SandboxProvisioner` configured with
+    ``provisioner_config``, interrupted by message."""
+
+    provisioner_config = Dict(help="SandboxProvisioner's traits: sandbox, fork, course_package.")
+
+    def get_kernel_spec(self, kernel_name: str):
+        spec = super().get_kernel_spec(kernel_name)
+        spec.interrupt_mode = "message"
+        spec.metadata["kernel_provisioner"] = {"provisioner_name": PROVISIONER, "config": dict(self.provisioner_config)}
+        return spec
+
+
+def sandboxed(km, **provisioner_config):
+    """Kernel manager ``km``, configured to start grading kernels: their specs from
+    :class:`GradingKernelSpecs` (``provisioner_config``: SandboxProvisioner's traits), their
+    clients :class:`ReadyKernelClient`."""
+    km.kernel_spec_manager = GradingKernelSpecs(parent=km, provisioner_config=provisioner_config)
+    km.client_factory = ReadyKernelClient
+    return km
+
+
+major_protocol_version = protocol_version_info[0]
+
+
+class ReadyKernelClient(AsyncKernelClient):
+    """jupyter_client's kernel client, ready as soon as the kernel is.
+
+    Its ``wait_for_ready`` ends by reading IOPub until 0.2 s pass without a message: a fifth of a
+    second of waiting for every graded kernel, on a core that has nothing else to do. This one
+    stops where that drain starts: the kernel has answered ``kernel_info`` on the shell channel and
+    IOPub has delivered a message. The status messages left on IOPub are harmless: nbclient keeps
+    only the messages whose parent is the request it is waiting for.
+    """
+
+    async def wait_for_ready(self, timeout: float | None = None) -> None:
+        deadline = time.monotonic() + (float("inf") if timeout is None else timeout)
+        while True:
+            self.kernel_info()
+            with contextlib.suppress(Empty):
+                reply = await self.shell_channel.get_msg(timeout=1)
+                if reply["msg_type"] == "kernel_info_reply":
+                    await self.iopub_channel.get_msg(timeout=0.2)  # IOPub is connected, too
+                    self._adapt_protocol(reply)
+                    return
+            if not await self.is_alive():
+                raise RuntimeError("Kernel died before replying to kernel_info")
+            if time.monotonic() > deadline:
+                raise RuntimeError(f"Kernel didn't respond in {timeout:.0f} seconds")
+
+    def _adapt_protocol(self, reply: dict) -> None:
+        """Speak the kernel's major protocol version if it is not ours (what jupyter_client's own wait does)."""
+        version = int(reply["content"]["protocol_version"].split(".")[0])
+        if version != major_protocol_version:
+            self.session.adapt_version = version

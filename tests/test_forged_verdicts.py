@@ -1,0 +1,132 @@
+"""Kernels that lie get no mark for a wrong answer: the verdict is the judge's (autograder/judge.py).
+
+Each hostile submission of section 03 has a wrong ``Head`` (it returns zeros) or an ``attention``
+that only looks answers up, and makes its kernel lie in one way: the checks' helpers patched, the
+test cell's outcome forged, the judge's channel answered with made-up data, the stored results of
+the visible check replayed. Graded through both entry points with real nbgrader, every one scores
+0 on the exercise it fakes and full marks on the one it does honestly; an honest submission in the
+same run scores full marks. The control run judges in the kernel, as plain nbgrader would
+(``c.ResilientExecute.judge_tests = False``): there the same lies are paid, which is what this test
+would catch if the judge were bypassed.
+"""
+from __future__ import annotations
+
+import sys
+
+import pytest
+
+from autograder import grade
+
+from .bugbank import all_variants
+from .nbgrader_course import Course, slim, with_solution
+
+SECTION = "03_single_head_attention"
+ATTENTION = ("test_attention", "test_attention_hidden")
+HEAD = ("test_Head", "test_Head_hidden")
+RIGHT = {v.exercise: v.source for v in all_variants() if v.expected is None and v.exercise in ("attention", "Head")}
+
+ZERO_HEAD = '''
+class Head(nn.Module):
+    def __init__(self, head_size, n_embed, context_length):
+        super().__init__()
+        self.key = nn.Linear(n_embed, head_size, bias=False)
+        self.query = nn.Linear(n_embed, head_size, bias=False)
+        self.value = nn.Linear(n_embed, head_size, bias=False)
+        self.register_buffer("tril", torch.tril(torch.ones(context_length, context_length)))
+
+    def forward(self, x):
+        return torch.zeros(*x.shape[:-1], self.key.out_features)
+'''
+# Each lie is appended to the Head cell: (what it does, its code).
+LIES = {
+    # the checks' comparisons in the kernel made to agree with anything (what disarmed the old guard)
+    "helpers-patched": '''
+import sys
+for _name, _module in list(sys.modules.items()):
+    if _name.startswith("utils.checks"):
+        for _attr, _fake in (("close", lambda *a, **k: True), ("expect", lambda *a, **k: None)):
+            if hasattr(_module, _attr):
+                setattr(_module, _attr, _fake)
+torch.allclose = lambda *a, **k: True
+''',
+    # the test cell's outcome: the check it calls replaced by a pass line, and any error swallowed
+    "outcome-forged": '''
+def check_Head(*args, **kwargs):
+    print("✓ Head 通过全部检查")
+get_ipython().set_custom_exc((Exception,), lambda *args, **kwargs: None)
+''',
+    # the judge's channel answered with made-up data: every call answers zeros of the input's shape
+    "channel-forged": '''
+import torch as _torch
+from utils.checks import agent as _agent, protocol as _protocol
+_real_serve = _agent.serve
+def _lying_serve(message):
+    request = _protocol.decode(message)
+    _real_serve(message)
+    op = request["op"]
+    if isinstance(op, _protocol.Call) and op.args and isinstance(op.args[0], _torch.Tensor):
+        _agent.REPLY = _protocol.encode(_torch.zeros(*op.args[0].shape[:-1], 4))
+_agent.serve = _lying_serve
+''',
+}
+# attention answered from the stored results of the visible check (the class edition ships them)
+REPLAYED_ATTENTION = '''
+import torch
+from utils.checks import oracle
+
+def attention(q, k, v, mask=None):
+    key = "attention_outputs:" + oracle.fingerprint(((q, k, v, mask), {}))
+    out, weights = torch.load(oracle.FIXTURES / "s03.pt", weights_only=True)[key]["want"]
+    return out.to(q.dtype), weights.to(q.dtype)
+'''
+
+
+def submissions(released: dict) -> dict[str, tuple[dict, tuple[str, ...]]]:
+    """student -> (notebook, the test cells it must score 0 on when the judge decides)."""
+    honest = with_solution(with_solution(released, "attention", RIGHT["attention"]), "Head", RIGHT["Head"])
+    plan = {"honest": (honest, ())}
+    for lie, code in LIES.items():
+        plan[lie] = (with_solution(honest, "Head", ZERO_HEAD + code), HEAD)
+    plan["visible-replayed"] = (with_solution(honest, "attention", REPLAYED_ATTENTION), ATTENTION)
+    return {student: (slim(nb), faked) for student, (nb, faked) in plan.items()}
+
+
+def graded(tmp_path, entry: str, judge: bool) -> tuple[dict, dict]:
+    # the control: as grading was before the judge, test cells run in a kernel on the full course package
+    config = "" if judge else "\nc.ResilientExecute.judge_tests = False\nc.ResilientExecute.kernel_edition = 'full'\n"
+    course = Course.create(tmp_path, [SECTION], extra_config=config)
+    plan = submissions(course.release_notebook(SECTION))
+    for student, (nb, _) in plan.items():
+        course.submit(student, SECTION, nb)
+    if entry == "nbgrader-autograde":
+        course.nbgrader("autograde", SECTION, "--force")
+    else:
+        with pytest.MonkeyPatch.context() as mp:
+            mp.chdir(course.root)
+            mp.setattr(sys, "argv", ["grade"])
+            assert grade.main([SECTION, "--jobs", "2"]) == 0
+    return course.scores(SECTION), plan
+
+
+def full(scores: dict, cells: tuple[str, ...]) -> bool:
+    return all(scores[cell] > 0 for cell in cells)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("entry", ["nbgrader-autograde", "autograder-grade"])
+def test_a_lying_kernel_gets_no_mark_for_a_wrong_answer(tmp_path, entry):
+    scores, plan = graded(tmp_path, entry, judge=True)
+    assert full(scores["honest"], ATTENTION + HEAD), scores["honest"]
+    for student, (_, faked) in plan.items():
+        honest_part = tuple(cell for cell in ATTENTION + HEAD if cell not in faked)
+        assert not any(scores[student][cell] for cell in faked), f"{student} was paid: {scores[student]}"
+        assert full(scores[student], honest_part), f"{student} lost honest points: {scores[student]}"
+
+
+@pytest.mark.slow
+def test_judging_in_the_kernel_pays_the_same_lies(tmp_path):
+    """The control: with test cells judged in the kernel (plain nbgrader), the lies are paid (the forged
+    channel lies only to the judge, so it is not; the replayed results pay the visible test only)."""
+    scores, _ = graded(tmp_path, "nbgrader-autograde", judge=False)
+    assert full(scores["helpers-patched"], HEAD) and full(scores["outcome-forged"], HEAD), scores
+    assert scores["visible-replayed"]["test_attention"] > 0, scores["visible-replayed"]

@@ -1,0 +1,121 @@
+"""The judge's parts: the protocol's codec takes data only, the test cell's calls are read strictly, a
+kernel's answer that is not data or not the answer a call has is the student's failure, and the outcome
+the judge writes is nbgrader's (one error output with the code and the first hint, or the pass line)."""
+from __future__ import annotations
+
+import base64
+import json
+
+import numpy as np
+import pytest
+import torch
+
+from autograder import judge
+from utils.checks import protocol
+from utils.checks.codes import parse_code
+from utils.checks.core import CheckError
+from utils.checks.protocol import CANDIDATE, Call, Failure, Handle, Layout, ProtocolError, Record, Watch
+
+
+@pytest.mark.parametrize("value", [
+    None, True, 3, -2.5, float("inf"), "注意力", [1, (2, 3)], (torch.float16,), {"a": 1, 2: "b"},
+    torch.randn(2, 3), torch.tensor([[True, False]]), torch.arange(6, dtype=torch.int64).view(3, 2),
+    torch.randn(4, dtype=torch.bfloat16), torch.empty(0, 3), torch.Size([2, 5]), np.int64(7), np.ones((2, 2)),
+    Record("utils.reference.s10_decoder_only_model:ModelConfig", {"vocab_size": 11}),
+    Handle(3, "Head", ("module", "callable")), Failure("crashed", "boom", error="ValueError"),
+    Call(CANDIDATE, (torch.ones(2),), {"dim": -1}, pure=True, watch=Watch(torch_calls=True), hints={"x": "y"}),
+])
+def test_data_crosses_the_codec_unchanged(value):
+    back = protocol.decode(protocol.encode(value))
+    assert type(back) is type(value)
+    if isinstance(value, torch.Tensor):
+        assert back.dtype == value.dtype and torch.equal(back, value)
+    elif isinstance(value, np.ndarray):
+        assert np.array_equal(back, value)
+    elif isinstance(value, float) and value != value:
+        assert back != back
+    elif not isinstance(value, Call):
+        assert back == value
+
+
+def test_nothing_but_data_is_encoded():
+    with pytest.raises(ProtocolError):
+        protocol.encode(lambda: None)
+    with pytest.raises(ProtocolError):
+        protocol.encode(torch.nn.Linear(2, 2))
+    with pytest.raises(ProtocolError):
+        protocol.encode(np.array([object()], dtype=object))
+
+
+def _tensor(data: bytes, shape, dtype="float32") -> str:
+    return json.dumps({"$": "tensor", "dtype": dtype, "shape": shape, "data": base64.b64encode(data).decode()})
+
+
+@pytest.mark.parametrize("message", [
+    "not json", "[1, 2]", '{"no": "tag"}', '{"$": "pickle", "data": "gASVAAAAAAAAAAB9lC4="}',
+    _tensor(b"\0" * 8, [3]), _tensor(b"\0" * 8, [2], dtype="object"), _tensor(b"\0" * 4, [-1]),
+    '{"$": "tensor", "dtype": "float32", "shape": [1], "data": "%%%"}',
+    json.dumps({"$": "numpy", "dtype": "|O", "shape": [1], "data": base64.b64encode(b"\0" * 8).decode()}),
+    '{"$": "Call", "fields": {"target": null, "exploit": 1}}', '{"$": "float", "repr": "__import__(\'os\')"}',
+    '{"$": "dict", "items": [[{"$": "list", "items": []}, 1]]}',
+    "x" * (protocol.MAX_BYTES + 1),
+])
+def test_what_is_no_message_of_the_protocol_is_refused(message):
+    with pytest.raises(ProtocolError):
+        protocol.decode(message)
+
+
+@pytest.mark.parametrize(("source", "calls"), [
+    ("check_attention(attention)", [judge.CheckCall("attention", False)]),
+    ("# 隐藏测试\n### BEGIN HIDDEN TESTS\ncheck_Head(Head, extended=True, seed=2024)\n### END HIDDEN TESTS",
+     [judge.CheckCall("Head", True)]),
+    ("check_a(a)\ncheck_b(b, seed=3)", [judge.CheckCall("a", False), judge.CheckCall("b", False)]),
+    ("check_a(b)", None), ("check_a(a, extended=flag)", None), ("x = 1\ncheck_a(a)", None), ("check_a(a, c=1)", None),
+    ("print('✓')", None), ("", None), ("check_a(a", None),
+])
+def test_a_test_cell_is_judged_only_in_the_form_the_course_writes(source, calls):
+    assert judge.check_calls(source) == calls
+
+
+def test_a_kernel_answer_that_is_no_data_or_not_the_calls_answer_is_a_failure():
+    call = Call(CANDIDATE, (torch.ones(1),))
+    assert judge.KernelDriver("x", lambda _m: "garbage").answer(call).kind == "crashed"
+    observed = protocol.encode(protocol.Observed(torch.ones(1)))
+    assert judge.KernelDriver("x", lambda _m: observed).answer(call).kind == "crashed", "a watch was not asked for"
+    assert judge.KernelDriver("x", lambda _m: protocol.encode(torch.ones(1))).answer(Layout(CANDIDATE)).kind == \
+        "crashed"
+    answer = judge.KernelDriver("x", lambda _m: protocol.encode(torch.ones(1))).answer(call)
+    assert torch.equal(answer, torch.ones(1))
+
+
+def test_the_first_message_of_a_check_begins_a_session():
+    sent = []
+    driver = judge.KernelDriver("attention", lambda m: sent.append(protocol.decode(m)) or protocol.encode(None))
+    driver.answer(Layout(CANDIDATE))
+    driver.answer(Layout(CANDIDATE))
+    assert [m["begin"] for m in sent] == [True, False] and {m["name"] for m in sent} == {"attention"}
+
+
+@pytest.mark.parametrize("content", [
+    {"status": "error"}, {"status": "ok", "user_expressions": {}},
+    {"status": "ok", "user_expressions": {"reply": {"status": "error", "data": {"text/plain": "'x'"}}}},
+    {"status": "ok", "user_expressions": {"reply": {"status": "ok", "data": {"text/plain": "42"}}}},
+    {"status": "ok", "user_expressions": {"reply": {"status": "ok", "data": {"text/plain": "__import__('os')"}}}},
+])
+def test_an_execute_reply_without_the_agents_text_is_refused(content):
+    with pytest.raises(ProtocolError):
+        judge._answer_text(content)
+
+
+def test_the_agents_text_is_read_from_the_reply():
+    content = {"status": "ok", "user_expressions": {"reply": {"status": "ok", "data": {"text/plain": repr('{"a"')}}}}
+    assert judge._answer_text(content) == '{"a"'
+
+
+def test_the_written_outcome_is_the_code_the_finding_and_the_first_hint_only():
+    err = CheckError("wrong", "输出不对。")
+    output = judge._error(err, "attention")
+    assert output.output_type == "error" and parse_code(output.evalue) == "wrong"
+    text = "\n".join(output.traceback)
+    entry = err.entry
+    assert entry.idea in text and entry.where not in text and "hint=2" in text
