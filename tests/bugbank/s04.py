@@ -165,6 +165,20 @@ VARIANTS = [
             w = torch.softmax(scores.float().masked_fill(~mask, float("-inf")), dim=-2)
             return w.nan_to_num(0.0).to(scores.dtype)
     """),
+    wrong("masked_softmax", "additive-then-nan-to-num", "nan-gradient", """
+        def masked_softmax(scores, mask):
+            additive = torch.zeros(mask.shape).masked_fill(~mask, float("-inf"))  # 0 / -inf
+            w = torch.softmax(scores.float() + additive, dim=-1).nan_to_num(0.0)  # NaN only in the graph
+            return w.to(scores.dtype)
+    """),
+    right("masked_softmax", "where-finite-row", """
+        def masked_softmax(scores, mask):
+            keep = mask.expand(scores.shape)
+            any_visible = keep.any(-1, keepdim=True)
+            safe = torch.where(keep | ~any_visible, scores.float(), torch.full_like(scores.float(), float("-inf")))
+            w = torch.softmax(safe, dim=-1) * keep
+            return w.to(scores.dtype)
+    """),
     wrong("masked_softmax", "returns-float32", "dtype-not-preserved", """
         def masked_softmax(scores, mask):
             w = torch.softmax(scores.float().masked_fill(~mask, float("-inf")), dim=-1)

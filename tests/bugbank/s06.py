@@ -51,6 +51,19 @@ VARIANTS = [
         def attention_flops(B, H, T, Dh):
             return int(4 * B * H * T ** 2 * Dh)
     """),
+    # counted matmul by matmul, as the shape table of §1 asks
+    right("attention_flops", "matmul-helper", """
+        def attention_flops(B, H, T, Dh):
+            def matmul(m, n, p):                      # (m × n) @ (n × p): m·p outputs, n multiply-adds each
+                return 2 * m * n * p
+            return B * H * (matmul(T, Dh, T) + matmul(T, T, Dh))
+    """),
+    wrong("attention_flops", "matmul-helper-mac-as-one", "flops-mac-as-one", """
+        def attention_flops(B, H, T, Dh):
+            def matmul(m, n, p):
+                return m * n * p
+            return B * H * (matmul(T, Dh, T) + matmul(T, T, Dh))
+    """),
     wrong("attention_flops", "mac-as-one", "flops-mac-as-one", """
         def attention_flops(B, H, T, Dh):
             qk = B * H * T * T * Dh
@@ -90,6 +103,10 @@ VARIANTS = [
     right("attention_weights_bytes", "finfo-bits", """
         def attention_weights_bytes(B, H, T, dtype=torch.float32):
             return B * H * T * T * (torch.finfo(dtype).bits // 8)
+    """),
+    right("attention_weights_bytes", "dtype-itemsize", """
+        def attention_weights_bytes(B, H, T, dtype=torch.float32):
+            return B * H * T ** 2 * dtype.itemsize
     """),
     wrong("attention_weights_bytes", "missing-batch", "count-missing-batch", """
         def attention_weights_bytes(B, H, T, dtype=torch.float32):

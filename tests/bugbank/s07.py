@@ -152,6 +152,30 @@ VARIANTS = [
             def __len__(self):
                 return self.pos
     """),
+    # the contract's KVCache() takes no maximum length: a preallocated buffer that doubles when it is full
+    right("KVCache", "growing-buffer", """
+        class KVCache:
+            def __init__(self):
+                self.k = self.v = None
+                self.n = 0
+
+            def update(self, k, v):
+                new = k.size(2)
+                if self.k is None or self.n + new > self.k.size(2):
+                    size = max(self.n + new, 2 * (0 if self.k is None else self.k.size(2)))
+                    k_buf = k.new_empty(*k.shape[:2], size, k.size(3))
+                    v_buf = v.new_empty(*v.shape[:2], size, v.size(3))
+                    if self.k is not None:
+                        k_buf[:, :, :self.n], v_buf[:, :, :self.n] = self.k[:, :, :self.n], self.v[:, :, :self.n]
+                    self.k, self.v = k_buf, v_buf
+                self.k[:, :, self.n:self.n + new] = k
+                self.v[:, :, self.n:self.n + new] = v
+                self.n += new
+                return self.k[:, :, :self.n], self.v[:, :, :self.n]
+
+            def __len__(self):
+                return self.n
+    """),
     wrong("KVCache", "overwrites", "cache-overwrites", cache("""self.k, self.v = k, v
         return self.k, self.v""")),
     wrong("KVCache", "reappends", "cache-reappends", cache("""if self.k is not None:
@@ -230,8 +254,9 @@ VARIANTS = [
             P = len(cache)""", attend="""att = q @ k.transpose(-2, -1) / math.sqrt(self.head_dim)
         att = att.masked_fill(~self.tril[P:P + T, :S], float("-inf"))
         y = att.softmax(dim=-1) @ v""")),
-    # right without a cache, but the cache holds H heads instead of Hkv: the check's cache sees what it is given
-    wrong("GroupedQueryAttention", "cache-after-repeat", "wrong", gqa(cache="""r = self.n_head // self.n_kv_head
+    # right without a cache, but the cache holds H heads instead of Hkv: the check's cache records what it is given
+    wrong("GroupedQueryAttention", "cache-after-repeat", "cache-receives-repeated", gqa(
+        cache="""r = self.n_head // self.n_kv_head
         k, v = k.repeat_interleave(r, dim=1), v.repeat_interleave(r, dim=1)
         if cache is not None:
             k, v = cache.update(k, v)""", repeat="pass")),
@@ -240,7 +265,18 @@ VARIANTS = [
             k, v = cache.update(k, v)""")),
     wrong("GroupedQueryAttention", "no-mask", "not-causal", gqa(attend="y = F.scaled_dot_product_attention(q, k, v)")),
     wrong("GroupedQueryAttention", "no-o-proj", "o-proj-missing", gqa(out="return y")),
-    wrong("GroupedQueryAttention", "kv-full-width", "gqa-linear-layout", gqa(kv_width="n_embed")),
+    wrong("GroupedQueryAttention", "kv-full-width", "gqa-kv-width", gqa(kv_width="n_embed")),
+    wrong("GroupedQueryAttention", "kv-width-one-per-head", "gqa-kv-width", gqa(kv_width="n_kv_head")),
+    # the projections cached before they are split into heads: [B, T, Hkv·Dh] instead of [B, Hkv, T, Dh]
+    wrong("GroupedQueryAttention", "cache-before-split", "cache-receives-wrong-layout", gqa().replace(
+        """k = self.k_proj(x).view(B, T, self.n_kv_head, self.head_dim).transpose(1, 2)
+        v = self.v_proj(x).view(B, T, self.n_kv_head, self.head_dim).transpose(1, 2)
+        if cache is not None:
+            k, v = cache.update(k, v)""", """k, v = self.k_proj(x), self.v_proj(x)
+        if cache is not None:
+            k, v = cache.update(k, v)
+        k = k.view(B, -1, self.n_kv_head, self.head_dim).transpose(1, 2)
+        v = v.view(B, -1, self.n_kv_head, self.head_dim).transpose(1, 2)""")),
     wrong("GroupedQueryAttention", "out-proj-name", "gqa-linear-layout",
           gqa(out="return self.out_proj(y)").replace("self.o_proj =", "self.out_proj =")),
     # --- kv_cache_bytes ---
@@ -272,10 +308,15 @@ VARIANTS = [
     wrong("quiz_kv_cache", "fp32", "quiz-kv-fp32", quiz(a="7.0")),
     wrong("quiz_kv_cache", "no-batch", "quiz-kv-no-batch", quiz(b="3.5")),
     wrong("quiz_kv_cache", "inverted", "quiz-kv-shrink-inverted", quiz(c="2 / 12")),
-    # the sliding window is asked by the fourth key, which only the hidden test grades
+    wrong("quiz_kv_cache", "gemma-in-GB", "quiz-kv-unit", quiz(a="2 * 28 * 16 * 256 * 8192 * 2 / 1e9")),
+    wrong("quiz_kv_cache", "batch16-in-bytes", "quiz-kv-unit", quiz(b="2 * 28 * 16 * 256 * 8192 * 16 * 2")),
+    wrong("quiz_kv_cache", "gemma-other-slip", "quiz-kv-cache-size", quiz(a="3.0")),
+    wrong("quiz_kv_cache", "shrink-as-difference", "quiz-kv-shrink-ratio", quiz(c="12 - 2")),
+    # the sliding window of the fourth key only the hidden test grades; its other slips the visible check sees
     fits_visible("quiz_kv_cache", "window-ignored", "quiz-kv-sliding-window-ignored",
                  quiz(d="2 * 32 * 8 * 128 * 32768 * 8 * 2 / 2**30")),
-    fits_visible("quiz_kv_cache", "window-no-batch", "quiz-kv-no-batch", quiz(d="0.5")),
+    wrong("quiz_kv_cache", "window-no-batch", "quiz-kv-no-batch", quiz(d="0.5")),
+    wrong("quiz_kv_cache", "window-ignored-in-GB", "quiz-kv-unit", quiz(d="2 * 32 * 8 * 128 * 32768 * 8 * 2 / 1e9")),
     wrong("quiz_kv_cache", "missing-key", "quiz-missing-key", '''
         def quiz_kv_cache():
             return {"gemma_7b_gib": 3.5, "batch16_gib": 56.0, "qwen2_shrink": 6.0}

@@ -173,6 +173,11 @@ VARIANTS = [
         body="return x / torch.sqrt(x.pow(2).mean(dim=-1, keepdim=True) + 1e-6) * self.weight")),
     wrong("RMSNorm", "weight-zeros", "norm-weight", rms(weight="self.weight = nn.Parameter(torch.zeros(dim))")),
     wrong("RMSNorm", "weight-tensor", "norm-weight", rms(weight="self.weight = torch.ones(dim)")),
+    right("RMSNorm", "mean-square-float32-only", rms(body="""ms = x.float().pow(2).mean(dim=-1, keepdim=True)
+        return x / torch.sqrt(ms + self.eps).to(x.dtype) * self.weight""")),
+    wrong("RMSNorm", "cast-back-to-half", "rmsnorm-dtype", rms(body="""h = x.float()
+        h = h / torch.sqrt(h.pow(2).mean(dim=-1, keepdim=True) + self.eps)
+        return (h * self.weight).half()""")),
     wrong("RMSNorm", "builtin", "uses-builtin-norm", rms(
         body="return F.rms_norm(x, (x.size(-1),), self.weight, self.eps)")),
     # --- layer_norm ---
@@ -225,6 +230,11 @@ VARIANTS = [
     right("SwiGLU", "fused-gate-up", swiglu(body="""w = torch.cat([self.w_gate.weight, self.w_up.weight], dim=0)
         gate, up = F.linear(x, w).chunk(2, dim=-1)
         return self.w_down(F.silu(gate) * up)""")),
+    right("SwiGLU", "silu-module-up-first", swiglu(init=_SWIGLU_INIT + """
+        self.act = nn.SiLU()""", body="""up = self.w_up(x)
+        return self.w_down(up * self.act(self.w_gate(x)))""")),
+    wrong("SwiGLU", "down-per-branch", "swiglu-down-per-branch", swiglu(
+        body="return self.w_down(F.silu(self.w_gate(x))) * self.w_down(self.w_up(x))")),
     wrong("SwiGLU", "silu-on-up", "swiglu-silu-on-up", swiglu(
         body="return self.w_down(F.silu(self.w_gate(x)) * F.silu(self.w_up(x)))")),
     wrong("SwiGLU", "gate-up-swapped", "swiglu-gate-up-swapped", swiglu(
@@ -246,6 +256,16 @@ VARIANTS = [
     right("Block", "residual-names", block(body="""h = x + self.attn(self.norm1(x))
         out = h + self.ffn(self.norm2(h))
         return out""", hidden="4 * n_embed if ffn_hidden is None else ffn_hidden")),
+    right("Block", "named-steps", block(body="""h = self.norm1(x)
+        x = x + self.attn(h)
+        h = self.norm2(x)
+        return x + self.ffn(h)""")),
+    wrong("Block", "post-norm-second", "block-post-norm", block(body="""x = x + self.attn(self.norm1(x))
+        return self.norm2(x + self.ffn(x))""")),
+    wrong("Block", "no-norm-before-ffn", "block-norm-missing", block(body="""x = x + self.attn(self.norm1(x))
+        return x + self.ffn(x)""")),
+    wrong("Block", "no-norm-before-attn", "block-norm-missing", block(body="""x = x + self.attn(x)
+        return x + self.ffn(self.norm2(x))""")),
     wrong("Block", "post-norm", "block-post-norm", block(body="""x = self.norm1(x + self.attn(x))
         x = self.norm2(x + self.ffn(x))
         return x""")),

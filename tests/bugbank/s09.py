@@ -54,6 +54,12 @@ VARIANTS = [
             theta = base ** (-torch.linspace(0, 1, head_dim // 2))
             return torch.outer(torch.arange(T).float(), theta)
     """),
+    wrong("rope_angles", "step-two-doubled", "rope-exponent-doubled", """
+        def rope_angles(T, head_dim, base=10000.0):
+            i = torch.arange(0, head_dim, 2).float()                  # 0, 2, 4, ... already 2i
+            theta = base ** (-2 * i / head_dim)
+            return torch.arange(T).float()[:, None] * theta
+    """),
     wrong("rope_angles", "positions-from-one", "rope-positions-from-one", """
         def rope_angles(T, head_dim, base=10000.0):
             theta = base ** (-torch.arange(0, head_dim, 2).float() / head_dim)
@@ -131,6 +137,14 @@ VARIANTS = [
             cos, sin = torch.diag_embed(angles.cos()), torch.diag_embed(angles.sin())  # (T, h, h)
             R = torch.cat([torch.cat([cos, -sin], -1), torch.cat([sin, cos], -1)], -2)  # (T, d, d)
             return (R @ x.unsqueeze(-1)).squeeze(-1)
+    """),
+    right("apply_rope", "empty-like-halves", """
+        def apply_rope(x, angles):
+            h = x.shape[-1] // 2
+            out = torch.empty_like(x)
+            out[..., :h] = x[..., :h] * angles.cos() - x[..., h:] * angles.sin()
+            out[..., h:] = x[..., :h] * angles.sin() + x[..., h:] * angles.cos()
+            return out
     """),
     wrong("apply_rope", "interleaved-pairs", "rope-interleaved-layout", """
         def apply_rope(x, angles):
@@ -226,6 +240,14 @@ VARIANTS = [
             R = torch.stack([c, -s, s, c], dim=-1).unflatten(-1, (2, 2))      # (T, d/2, 2, 2)
             pairs = x.unflatten(-1, (-1, 2)).unsqueeze(-1)                      # (..., T, d/2, 2, 1)
             return (R @ pairs).squeeze(-1).flatten(-2)
+    """),
+    right("apply_rope_interleaved", "strided-assign", """
+        def apply_rope_interleaved(x, angles):
+            even, odd = x[..., 0::2], x[..., 1::2]
+            out = x.clone()
+            out[..., 0::2] = even * angles.cos() - odd * angles.sin()
+            out[..., 1::2] = even * angles.sin() + odd * angles.cos()
+            return out
     """),
     wrong("apply_rope_interleaved", "halves", "rope-half-layout", """
         def apply_rope_interleaved(x, angles):

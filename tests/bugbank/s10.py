@@ -120,7 +120,30 @@ class _RoPEAttention(GroupedQueryAttention):
         return self.o_proj(y.transpose(1, 2).reshape(B, T, C))'''
 
 
+# The block written from scratch (no subclass of 08's Block), as the course's reference does
+_SCRATCH_BLOCK = """class _DecoderBlock(nn.Module):
+    def __init__(self, config):
+        super().__init__()
+        self.norm1, self.norm2 = RMSNorm(config.n_embed), RMSNorm(config.n_embed)
+        self.attn = _RoPEAttention(config.n_embed, config.n_head, config.n_kv_head)
+        self.ffn = SwiGLU(config.n_embed, config.ffn_hidden)
+
+    def forward(self, x, angles, cache=None):
+        h = x + self.attn(self.norm1(x), angles, cache)
+        return h + self.ffn(self.norm2(h))"""
+_SOFTMAX_ATTENTION = """
+        scores = q @ k.transpose(-2, -1) / math.sqrt(self.head_dim)
+        mask = {mask}
+        y = F.softmax(scores.masked_fill(~mask, float("-inf")), dim=-1) @ v""".format(mask=_MASK)
 _BLOCK_MARK = "\n\n\nclass _DecoderBlock"  # where lm()'s attention class ends
+_MODEL_MARK = "\n\n\nclass DecoderLM"     # where lm()'s block class ends
+
+
+def with_block(block: str, **parts) -> str:
+    """lm(**parts) with its block class replaced by ``block``."""
+    head, rest = lm(**parts).split(_BLOCK_MARK, 1)
+    return head + "\n\n\n" + block + _MODEL_MARK + rest.split(_MODEL_MARK, 1)[1]
+
 # A learner's own RMSNorm inside the blocks, subtracting the mean (LayerNorm without a bias)
 _CENTRED_NORM = '''
 class _CentredNorm(nn.Module):
@@ -234,6 +257,18 @@ VARIANTS = [
     right("DecoderLM", "sdpa-attention", lm(
         mask="torch.arange(S)[None, :] <= torch.arange(S - T, S)[:, None]")),
     right("DecoderLM", "gqa-subclass-sdpa", _GQA_SUBCLASS + _BLOCK_MARK + lm().split(_BLOCK_MARK, 1)[1]),
+    right("DecoderLM", "block-from-scratch", with_block(_SCRATCH_BLOCK)),
+    # the model's outputs are right, but a block handed other angles (section 11 interpolates them) ignores them
+    wrong("DecoderLM", "attention-ignores-angles", "block-angles-interface", lm(
+        block_init="self.attn.base = config.rope_base",
+        rope="""start = 0 if cache is None else len(cache)
+        own = rope_angles(start + T, self.head_dim, self.base)[start:]
+        q, k = apply_rope(q, own), apply_rope(k, own)""")),
+    wrong("DecoderLM", "block-takes-start", "block-angles-interface", lm(
+        angles="start", block_init="self.base = config.rope_base",
+        block_forward="""angles = rope_angles(angles + x.size(1), self.attn.head_dim, self.base)[angles:]
+        x = x + self.attn(self.norm1(x), angles, cache)
+        return x + self.ffn(self.norm2(x))""")),
     wrong("DecoderLM", "no-final-norm-applied", "model-no-final-norm", lm(logits="self.lm_head(x)")),
     wrong("DecoderLM", "no-final-norm-module", "model-no-final-norm", lm(norm="pass", logits="self.lm_head(x)")),
     wrong("DecoderLM", "blocks-repeated", "blocks-shared", lm(
@@ -272,6 +307,12 @@ VARIANTS = [
     wrong("DecoderLM", "residual-from-normed", "lm-block-wiring", lm(block_forward="""h = self.norm1(x)
         x = h + self.attn(h, angles, cache)
         return x + self.ffn(self.norm2(x))""")),
+    wrong("DecoderLM", "norm1-twice", "lm-block-wiring", lm(
+        block_forward="""x = x + self.attn(self.norm1(x), angles, cache)
+        return x + self.ffn(self.norm1(x))""")),
+    # F.scaled_dot_product_attention's is_causal aligns the mask top-left: right without a cache only
+    wrong("DecoderLM", "sdpa-is-causal-with-cache", "cache-mask-offset", lm().replace(_SOFTMAX_ATTENTION, """
+        y = F.scaled_dot_product_attention(q, k, v, is_causal=True)""")),
     wrong("DecoderLM", "summed-loss", "loss-not-mean", lm(
         loss="loss = F.cross_entropy(logits.reshape(B * T, -1), targets.reshape(B * T), reduction='sum')")),
     wrong("DecoderLM", "shifted-again", "loss-shifted-twice", lm(

@@ -7,15 +7,15 @@ import torch
 from matplotlib.patches import FancyArrowPatch, Rectangle
 
 from utils.env import display_width
-from utils.plotting import bars, demo_figure
+from utils.plotting import GREEN, ORANGE, PURPLE, SKY, YELLOW, bars, demo_figure, describe
 
 # (name, symbolic shape, colour) of every tensor of one head, in the order they are computed.
 HEAD_TENSORS = (
-    ("X", "[B, T, C]", "#8DA0CB"),
-    ("Q、K、V", "[B, T, D]", "#66C2A5"),
-    ("scores", "[B, T, T]", "#FC8D62"),
-    ("weights", "[B, T, T]", "#E78AC3"),
-    ("out", "[B, T, D]", "#A6D854"),
+    ("X", "[B, T, C]", SKY),
+    ("Q、K、V", "[B, T, D]", GREEN),
+    ("scores", "[B, T, T]", ORANGE),
+    ("weights", "[B, T, T]", PURPLE),
+    ("out", "[B, T, D]", YELLOW),
 )
 # The operation on each arrow between two consecutive tensors.
 HEAD_STEPS = ("@ W_Q, W_K, W_V\n[C, D]", r"Q @ $K^{\top}$", "softmax\n(dim=-1)", "@ V")
@@ -105,6 +105,9 @@ def draw_head_shapes(B: int = 2, T: int = 5, C: int = 8, D: int = 4):
                                            arrowstyle="-|>", mutation_scale=12, color="#444444"))
         fig.text((a.x1 + b.x0) / 2 - 0.006, y - 0.04, step, ha="center", va="top", fontsize=8.5,
                  color="#444444")
+    describe(fig, f"一个注意力头里的张量（B={B}, T={T}, C={C}, D={D}）：X {list(shapes['X'])} → Q、K、V 各 "
+                  f"{list(shapes['Q'])} → scores 与 weights 各 {list(shapes['scores'])} → out {list(shapes['out'])}；"
+                  f"只有 scores 和 weights 是 T×T 的表，T 变大时它们按 T² 变大。")
     return fig
 
 
@@ -123,4 +126,11 @@ def draw_softmax_font_check(tokens, scores) -> torch.Tensor:
         ax.set_xticks(range(len(tokens)), tokens)
     fig.suptitle("读到“它”时，它该从前面哪个 token 取信息？（示意数字）")
     fig.tight_layout()
+    best = int(weights.argmax())
+    describe(fig, f"左图是“它”对 {len(tokens)} 个 token 的分数（{_listed(tokens, scores)}），右图是 softmax 之后的权重"
+                  f"（{_listed(tokens, weights)}）：分数最高的“{tokens[best]}”拿到最大的权重，权重之和为 1。")
     return weights
+
+
+def _listed(tokens, values) -> str:
+    return "，".join(f"{token} {float(v):.2f}" for token, v in zip(tokens, values))

@@ -12,7 +12,7 @@ import torch
 from matplotlib.patches import Rectangle
 
 from utils.env import display_width
-from utils.plotting import bars, demo_figure
+from utils.plotting import BLUE, GREEN, ORANGE, PALETTE, PURPLE, VERMILLION, bars, demo_figure, describe
 
 
 def _as_tensor(m) -> torch.Tensor:
@@ -28,7 +28,7 @@ def plot_vectors(ax, q, keys: dict[str, torch.Tensor], title: str = "",
     """
     q = _as_tensor(q)
     offsets = {"查询 q": (-52, 8), **(label_offsets or {})}
-    colors = ["#2ca02c", "#ff7f0e", "#d62728", "#9467bd", "#8c564b"]
+    colors = [GREEN, ORANGE, VERMILLION, PURPLE, *PALETTE[5:]]
     arrows = [("查询 q", q, "black", 0.011)]
     arrows += [(name, _as_tensor(k), color, 0.009) for (name, k), color in zip(keys.items(), colors)]
     for z, (name, v, color, width) in enumerate(sorted(arrows, key=lambda a: -float(a[1].norm()))):
@@ -100,7 +100,7 @@ def matrix_heatmap(ax, matrix, row_labels: Sequence[str] | None = None, col_labe
 
 @demo_figure
 def draw_query_row(scores, tokens: Sequence[str], t: int, title: str = ""):
-    """Left: the whole [T, T] score table with row t framed. Right: row t as bars, its maximum in orange."""
+    """Left: the whole [T, T] score table with row t framed. Right: row t as bars, its maximum orange and hatched."""
     s = _as_tensor(scores)
     fig, (ax_left, ax_right) = plt.subplots(1, 2, figsize=(11, 4.2), gridspec_kw={"width_ratios": [1, 1.15]})
     matrix_heatmap(ax_left, s, tokens, tokens, title="分数表 S（金框 = 所选查询的那一行）",
@@ -110,7 +110,9 @@ def draw_query_row(scores, tokens: Sequence[str], t: int, title: str = ""):
          ylabel=r"分数 $q_t \cdot k_s$", ylim=None)
     best = int(row.argmax())
     for i, patch in enumerate(ax_right.patches):
-        patch.set_color("#ff7f0e" if i == best else "#4C72B0")
+        patch.set_color(ORANGE if i == best else BLUE)
+        if i == best:
+            patch.set(hatch="//", edgecolor="white")
     ax_right.set_xticks(range(len(tokens)), tokens)
     ax_right.axhline(0, color="grey", lw=0.8)
     low, high = float(row.min()), float(row.max())
@@ -119,4 +121,7 @@ def draw_query_row(scores, tokens: Sequence[str], t: int, title: str = ""):
     if title:
         fig.suptitle(title)
     fig.tight_layout()
+    scores_of = "，".join(f"{token} {float(v):.1f}" for token, v in zip(tokens, row))
+    describe(fig, f"左图是 {len(row)}×{len(row)} 的分数表，查询“{tokens[t]}”那一行加了金框；右图是这一行的分数："
+                  f"{scores_of}。最高的是“{tokens[best]}”（{float(row[best]):.1f}，橙色带斜线的柱子）。")
     return fig

@@ -12,10 +12,10 @@ from collections.abc import Callable, Sequence
 import matplotlib.pyplot as plt
 import torch
 
-from utils.plotting import bars, demo_figure, heatmap
+from utils.plotting import BLUE, GREEN, ORANGE, VERMILLION, bars, demo_figure, describe, heatmap
 
 SCALE_LABELS = {"none": "不缩放", "sqrt": "除以 √D", "D": "除以 D"}
-SCALE_COLORS = {"none": "#C44E52", "sqrt": "#4C72B0", "D": "#8172B2"}
+SCALE_COLORS = {"none": VERMILLION, "sqrt": BLUE, "D": GREEN}
 
 
 def scale_factor(D: int, scale: str) -> float:
@@ -49,6 +49,9 @@ def plot_std_vs_dim(dims: Sequence[int], std_raw: Sequence[float], std_sqrt: Seq
     ax.grid(True, which="major", alpha=0.3)
     ax.legend(loc="upper left", fontsize=9)
     fig.tight_layout()
+    describe(fig, f"头宽 D 从 {dims[0]} 到 {dims[-1]}（对数轴）：不缩放的分数标准差从 {std_raw[0]:.2f} 长到 "
+                  f"{std_raw[-1]:.2f}，贴着 √D 参考线；除以 √D 后始终在 {min(std_sqrt):.2f}–{max(std_sqrt):.2f}；"
+                  f"除以 D 后降到 {std_by_d[-1]:.3f}。")
     return fig
 
 
@@ -72,6 +75,10 @@ def plot_three_ways(weights: dict[str, torch.Tensor], row: int = 0, D: int | Non
         axes[0, col].axhline(1 / T, color="gray", ls=":", lw=1)
         heatmap(axes[1, col], w, title=f"{title}：整张权重表", vmin=0.0, vmax=1.0)
     fig.tight_layout()
+    rows = "；".join(f"{SCALE_LABELS.get(key, key)}：第 {row} 行最大权重 {weights[key][row].max().item():.2f}，"
+                    f"整张表每行最大权重平均 {weights[key].amax(-1).mean().item():.2f}" for key in keys)
+    describe(fig, f"上排是查询 t={row} 的权重柱状图（虚线 = 均匀分布的 1/T），下排是整张权重表。{rows}。"
+                  "越接近 1，softmax 越接近只看一个键（饱和）。")
     return fig
 
 
@@ -109,8 +116,8 @@ def plot_gradient_collapse(scales: Sequence[float], stats: dict[str, list[float]
                            marks: dict[str, float]):
     """Left: how peaked the softmax gets; right: how small its Jacobian / gradient gets."""
     fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(11.5, 4.3))
-    ax1.plot(scales, stats["max_weight"], "o-", ms=3, color="#C44E52", label="平均最大权重")
-    ax1.plot(scales, [h / math.log(n_keys) for h in stats["entropy"]], "s-", ms=3, color="#4C72B0",
+    ax1.plot(scales, stats["max_weight"], "o-", ms=3, color=VERMILLION, label="平均最大权重")
+    ax1.plot(scales, [h / math.log(n_keys) for h in stats["entropy"]], "s-", ms=3, color=BLUE,
              label="平均熵 / ln n（1 = 均匀，0 = one-hot）")
     ax1.axhline(1 / n_keys, color="gray", ls=":", lw=1, label="均匀分布的权重 1/n")
     ax1.set_xscale("log")
@@ -122,10 +129,10 @@ def plot_gradient_collapse(scales: Sequence[float], stats: dict[str, list[float]
     ax1.legend(fontsize=8.5, loc="upper center")
 
     jac, grad = r"$\Vert J \Vert_F$", r"$\Vert \partial L / \partial z \Vert$"
-    ax2.plot(scales, stats["jac_median"], "o-", ms=3, color="#4C72B0", label=f"{jac}（各行中位数）")
-    ax2.plot(scales, stats["jac_mean"], "o--", ms=3, color="#4C72B0", alpha=0.55, label=f"{jac}（各行平均）")
-    ax2.plot(scales, stats["grad_median"], "s-", ms=3, color="#DD8452", label=f"{grad}（各行中位数）")
-    ax2.plot(scales, stats["grad_mean"], "s--", ms=3, color="#DD8452", alpha=0.55, label=f"{grad}（各行平均）")
+    ax2.plot(scales, stats["jac_median"], "o-", ms=3, color=BLUE, label=f"{jac}（各行中位数）")
+    ax2.plot(scales, stats["jac_mean"], "o--", ms=3, color=BLUE, alpha=0.55, label=f"{jac}（各行平均）")
+    ax2.plot(scales, stats["grad_median"], "s-", ms=3, color=ORANGE, label=f"{grad}（各行中位数）")
+    ax2.plot(scales, stats["grad_mean"], "s--", ms=3, color=ORANGE, alpha=0.55, label=f"{grad}（各行平均）")
     ax2.set_xscale("log")
     ax2.set_yscale("log")
     ax2.set_ylim(bottom=1e-12)
@@ -142,6 +149,12 @@ def plot_gradient_collapse(scales: Sequence[float], stats: dict[str, list[float]
         top.xaxis.set_minor_locator(plt.NullLocator())
         ax.grid(True, alpha=0.3)
     fig.tight_layout()
+    entropy_share = [h / math.log(n_keys) for h in stats["entropy"]]
+    describe(fig, f"分数的尺度 c 从 {scales[0]:g} 增到 {scales[-1]:g}（对数轴）：左图平均最大权重从 "
+                  f"{stats['max_weight'][0]:.2f} 升到 {stats['max_weight'][-1]:.2f}，"
+                  f"熵（÷ ln n）从 {entropy_share[0]:.2f} 降到 {entropy_share[-1]:.2f}；"
+                  f"右图传回分数的梯度范数（中位数）从 {stats['grad_median'][0]:.2g} "
+                  f"坍缩到 {stats['grad_median'][-1]:.2g}。")
     return fig
 
 
@@ -186,4 +199,8 @@ class ScoreExplorer:
             text.set_fontsize(6)
         ax2.axhline(1 / self.T, color="gray", ls=":", lw=1)
         fig.tight_layout()
+        describe(fig, f"D={D}，{SCALE_LABELS[scale]}：左图是 {flat.numel()} 个分数的分布，"
+                      f"标准差 {flat.std().item():.3g}（虚线是方差 1 的正态分布）；"
+                      f"右图是查询 0 对 {self.T} 个键的权重，最大 {w.max().item():.2f}，"
+                      f"熵 {H:.2f}（均匀时 {math.log(self.T):.2f}）。")
         return fig

@@ -11,9 +11,8 @@ from collections.abc import Sequence
 import matplotlib.pyplot as plt
 import torch
 
-from utils.plotting import bars, demo_figure, heatmap
-
-_COLORS = ["#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e377c2", "#7f7f7f"]
+from utils.plotting import (BLUE, PALETTE, VERMILLION, bar_style, bars, demo_figure, describe, heading, heatmap,
+                            matrix_summary, one_line)
 
 
 def _t(m) -> torch.Tensor:
@@ -51,6 +50,9 @@ def plot_walkthrough(masked, weights, suptitle: str = ""):
     if suptitle:
         fig.suptitle(suptitle)
     fig.tight_layout()
+    row_sums = "、".join(f"{float(x):.2f}" for x in weights.sum(-1))
+    describe(fig, f"{heading(suptitle)}左图是掩码后的分数（{matrix_summary(masked)}），"
+                  f"中图是按行 softmax 得到的权重（{matrix_summary(weights)}），右图是每行权重之和：{row_sums}。")
     return fig
 
 
@@ -61,7 +63,7 @@ def plot_weighted_average(v, out, weights, title: str = "每个输出都是 valu
     T = v.size(0)
     fig, ax = plt.subplots(figsize=(5.6, 4.8))
     for t in range(T):
-        color = _COLORS[t % len(_COLORS)]
+        color = PALETTE[t % len(PALETTE)]
         for s in range(T):
             w = float(weights[t, s])
             if w > 0:
@@ -69,6 +71,8 @@ def plot_weighted_average(v, out, weights, title: str = "每个输出都是 valu
         used = "只用到 v_0，与它重合" if t == 0 else f"用到 v_0…v_{t}"
         ax.scatter(out[t, 0], out[t, 1], marker="*", s=220, color=color, edgecolor="black", zorder=5,
                    label=f"out_{t}（{used}）")
+        ax.annotate(f"out_{t}", out[t].tolist(), textcoords="offset points", xytext=(-9, -14), fontsize=8,
+                    ha="right", color=color)
     ax.scatter(v[:, 0], v[:, 1], s=260, facecolor="none", edgecolor="black", lw=1.2, zorder=4)
     for s in range(T):
         ax.annotate(f"v_{s}", v[s].tolist(), textcoords="offset points", xytext=(9, 6), fontsize=11)
@@ -79,6 +83,9 @@ def plot_weighted_average(v, out, weights, title: str = "每个输出都是 valu
     ax.set_aspect("equal", adjustable="datalim")
     ax.legend(fontsize=8, loc="best")
     fig.tight_layout()
+    last = "，".join(f"v_{s} {float(weights[T - 1, s]):.2f}" for s in range(T))
+    describe(fig, f"{T} 个 value 向量 v_s（空心圆）和 {T} 个输出 out_t（星号，旁边标着名字）："
+                  f"out_t 是 v_0…v_t 的加权平均，连线越粗权重越大。例如 out_{T - 1} 的权重：{last}。")
     return fig
 
 
@@ -92,10 +99,9 @@ def plot_healthy_vs_saturated(w_healthy, w_saturated, titles: Sequence[str]):
     heatmap(axes[1], w_saturated, titles[1], vmin=0.0, vmax=1.0, labels=_positions(T))
     rows = torch.arange(T, dtype=torch.float32)
     width = 0.38
-    for shift, w, label, color in [(-width / 2, w_healthy, "健康", "#4C72B0"),
-                                   (width / 2, w_saturated, "饱和", "#C44E52")]:
+    for i, (shift, w, label) in enumerate([(-width / 2, w_healthy, "健康"), (width / 2, w_saturated, "饱和（斜线）")]):
         top = w.amax(-1)
-        axes[2].bar(rows + shift, top, width, label=label, color=color)
+        axes[2].bar(rows + shift, top, width, label=label, **bar_style(i))
         for x, value in zip(rows + shift, top):
             axes[2].text(float(x), float(value), f"{float(value):.2f}", ha="center", va="bottom", fontsize=7)
     axes[2].axhline(1.0, color="grey", lw=0.8, ls="--")
@@ -106,6 +112,9 @@ def plot_healthy_vs_saturated(w_healthy, w_saturated, titles: Sequence[str]):
     axes[2].set_title("每行最大权重（第 0 行恒为 1）")
     axes[2].legend(fontsize=8, loc="lower right")
     fig.tight_layout()
+    describe(fig, f"左：{one_line(titles[0])}；中：{one_line(titles[1])}；右图是每行最大的权重，健康的平均 "
+                  f"{w_healthy.amax(-1).mean().item():.2f}，饱和的平均 {w_saturated.amax(-1).mean().item():.2f}"
+                  "（越接近 1，这一行越只看一个键）。")
     return fig
 
 
@@ -119,6 +128,8 @@ def draw_weights(weights, title: str):
     image = heatmap(ax, weights, title, vmin=0.0, vmax=1.0, labels=_positions(T))
     fig.colorbar(image, ax=ax, fraction=0.046, pad=0.04, label="注意力权重")
     fig.tight_layout()
+    describe(fig, f"{one_line(title)}：{matrix_summary(weights)}；每行最大权重的平均 "
+                  f"{weights.amax(-1).mean().item():.2f}。")
     return fig
 
 
@@ -131,10 +142,10 @@ def plot_future_perturbation(delta_causal, delta_full, t0: int):
     fig, axes = plt.subplots(1, 2, figsize=(10, 3.4), sharey=True)
     for ax, delta, title in [(axes[0], delta_causal, "有因果掩码（Head）"),
                              (axes[1], delta_full, "去掉掩码（同样的投影）")]:
-        colors = ["#4C72B0" if t < t0 else "#C44E52" for t in range(T)]
-        ax.bar(range(T), delta, color=colors)
-        ax.axvspan(t0 - 0.5, T - 0.5, color="#C44E52", alpha=0.08)
-        ax.text(t0 - 0.4, top * 0.92, f"位置 {t0}…{T - 1} 的输入被改动", fontsize=8, color="#C44E52")
+        for t in range(T):
+            ax.bar(t, delta[t], color=BLUE if t < t0 else VERMILLION, hatch="" if t < t0 else "//", edgecolor="white")
+        ax.axvspan(t0 - 0.5, T - 0.5, color=VERMILLION, alpha=0.08)
+        ax.text(t0 - 0.4, top * 0.92, f"位置 {t0}…{T - 1} 的输入被改动", fontsize=8, color=VERMILLION)
         for t, value in enumerate(delta):
             ax.text(t, float(value), f"{float(value):.2g}", ha="center", va="bottom", fontsize=7)
         ax.set_ylim(0, top)
@@ -144,6 +155,9 @@ def plot_future_perturbation(delta_causal, delta_full, t0: int):
     axes[0].set_ylabel("max |Δ out_t|")
     fig.suptitle("改动“未来”的输入：过去位置的输出变了吗？")
     fig.tight_layout()
+    describe(fig, f"改动位置 {t0}…{T - 1} 的输入之后，位置 0…{t0 - 1} 的输出最多变了多少：有因果掩码时 "
+                  f"{delta_causal[:t0].max().item():.2g}，去掉掩码时 {delta_full[:t0].max().item():.2g}"
+                  "（被改动的位置画成带斜线的柱子）。")
     return fig
 
 
@@ -151,7 +165,7 @@ def plot_future_perturbation(delta_causal, delta_full, t0: int):
 def plot_attribution(weights, contribution, ablation, labels: Sequence[str]):
     """Three views of how much each key s matters to one query: weight, ‖A v‖, ablation effect.
 
-    The most-attended key is red in every panel; each panel's own largest bar is marked.
+    The most-attended key is red and hatched in every panel; each panel's own largest bar is marked.
     """
     weights = _t(weights)
     focus = int(weights.argmax())
@@ -161,8 +175,9 @@ def plot_attribution(weights, contribution, ablation, labels: Sequence[str]):
               (_t(ablation), r"屏蔽键 s 后输出的变化", r"$\Vert \mathrm{out}_t - \mathrm{out}_t^{(-s)} \Vert$")]
     for ax, (values, title, ylabel) in zip(axes, panels):
         best = int(values.argmax())
-        colors = ["#C44E52" if s == focus else "#4C72B0" for s in range(values.numel())]
-        ax.bar(range(values.numel()), values, color=colors)
+        for s in range(values.numel()):
+            ax.bar(s, values[s], color=VERMILLION if s == focus else BLUE, hatch="//" if s == focus else "",
+                   edgecolor="white")
         for s, value in enumerate(values):
             mark = "\n▼最大" if s == best else ""
             ax.text(s, float(value), f"{float(value):.2f}{mark}", ha="center", va="bottom", fontsize=7)
@@ -171,6 +186,10 @@ def plot_attribution(weights, contribution, ablation, labels: Sequence[str]):
         ax.set_xlabel("键位置 s")
         ax.set_ylabel(ylabel)
         ax.set_title(title)
-    fig.suptitle(f"红色 = 注意力权重最大的键（s={focus}）：按另外两种度量，它还是最重要的吗？", fontsize=11)
+    fig.suptitle(f"红色斜线 = 注意力权重最大的键（s={focus}）：按另外两种度量，它还是最重要的吗？", fontsize=11)
     fig.tight_layout()
+    biggest = [labels[int(_t(values).argmax())] for values, _, _ in panels]
+    describe(fig, f"同一个查询对 {weights.numel()} 个键的三种度量：注意力权重最大的是 {biggest[0]}"
+                  f"（{weights.max().item():.2f}），贡献大小 ‖A v‖ 最大的是 {biggest[1]}，"
+                  f"屏蔽后输出变化最大的是 {biggest[2]}。")
     return fig

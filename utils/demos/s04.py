@@ -12,9 +12,10 @@ from collections.abc import Sequence
 import matplotlib.pyplot as plt
 import torch
 
-from utils.plotting import demo_figure, heatmap, heatmaps
+from utils.plotting import (BLACK, BLUE, VERMILLION, bar_style, demo_figure, describe, heading, heatmap, heatmaps,
+                            line_style, matrix_summary, one_line)
 
-_COLORS = {"A": "#4C72B0", "B": "#C44E52", "C": "#8172B2"}
+_RUNS = "ABC"   # a run's label starts with its letter: its line and bar style
 
 
 def _t(m) -> torch.Tensor:
@@ -56,8 +57,9 @@ def plot_leak_experiment(curves: dict[str, Sequence[float]], floor: float,
     fig, axes = plt.subplots(1, 2, figsize=(12.5, 4.2), gridspec_kw={"width_ratios": [1.05, 1]}, layout="constrained")
     ax = axes[0]
     for label, losses in curves.items():
-        ax.plot(range(1, len(losses) + 1), losses, color=_COLORS.get(label[0], None), lw=1.4, label=label)
-    ax.axhline(floor, color="black", ls="--", lw=1.1, label=f"理论下限 H = {floor:.3f}（只看过去的最优预测）")
+        style = line_style(_RUNS.find(label[0]), marker=False)
+        ax.plot(range(1, len(losses) + 1), losses, lw=1.4, label=label, **style)
+    ax.axhline(floor, color="black", ls=":", lw=1.4, label=f"理论下限 H = {floor:.3f}（只看过去的最优预测）")
     ax.set_xlabel("训练步数")
     ax.set_ylabel("训练 loss（交叉熵，nats）")
     ax.set_title("训练 loss：低于理论下限 = 偷看了答案")
@@ -71,7 +73,7 @@ def plot_leak_experiment(curves: dict[str, Sequence[float]], floor: float,
     for i, (label, values) in enumerate(metrics.items()):
         xs = [j + (i - (len(metrics) - 1) / 2) * width for j in range(len(kinds))]
         heights = [values[k] for k in kinds]
-        ax.bar(xs, heights, width, color=_COLORS.get(label[0], None), label=label)
+        ax.bar(xs, heights, width, label=label, **bar_style(_RUNS.find(label[0])))
         for x, h in zip(xs, heights):
             ax.text(x, h + 0.01, f"{h:.2f}", ha="center", va="bottom", fontsize=7)
     ax.axhline(best_acc, color="black", ls="--", lw=1.0, label=f"只看过去能达到的最高准确率 {best_acc:.3f}")
@@ -81,6 +83,11 @@ def plot_leak_experiment(curves: dict[str, Sequence[float]], floor: float,
     ax.set_ylabel("准确率 / 比例")
     ax.set_title("同一个模型：训练时的成绩 vs 生成时的成绩")
     ax.legend(fontsize=7.5, loc="upper center", ncols=2)
+    runs = "；".join(f"{label}：最后的训练 loss {curves[label][-1]:.3f}，"
+                    + "，".join(f"{kind} {value:.2f}" for kind, value in values.items())
+                    for label, values in metrics.items())
+    describe(fig, f"左图是训练 loss 随步数的变化，理论下限 H = {floor:.3f}；右图是训练式与生成时的成绩"
+                  f"（只看过去最高 {best_acc:.3f}，瞎猜 {chance:.3f}）。{runs}。")
     return fig
 
 
@@ -109,6 +116,9 @@ def plot_mask_grid(masks: Sequence[torch.Tensor], titles: Sequence[str],
         ax.set_xlabel("键 s（被看的位置）")
         ax.set_ylabel("查询 t（看的位置）")
     fig.tight_layout()
+    panels = "；".join(f"{one_line(title)}：{m.shape[0]}×{m.shape[1]}，{int((m > 0.5).sum())} 格可以看"
+                       for m, title in zip(mats, titles))
+    describe(fig, f"{heading(suptitle)}每张图一个掩码，1 = 可以看，0 = 不能看（格子里写着）。{panels}。")
     return fig
 
 
@@ -127,10 +137,20 @@ def plot_fully_masked(weights: Sequence[torch.Tensor], titles: Sequence[str], em
         ax.set_yticks(range(T), [f"{t} 全屏蔽" if t in empty_rows else str(t) for t in range(T)])
         for t, label in enumerate(ax.get_yticklabels()):
             if t in empty_rows:
-                label.set_color("#C44E52")
+                label.set_color(VERMILLION)
     if suptitle:
         fig.suptitle(suptitle)
+    rows = "；".join(f"{one_line(title)}：{_row_in_words(_t(w), empty_rows)}" for w, title in zip(weights, titles))
+    describe(fig, f"{heading(suptitle)}{n} 张权重表，第 {'、'.join(map(str, empty_rows))} 行的键全被屏蔽。"
+                  f"这些行里：{rows}。")
     return fig
+
+
+def _row_in_words(weights: torch.Tensor, rows: Sequence[int]) -> str:
+    row = weights[rows[0]] if rows else weights[0]
+    if row.isnan().any():
+        return "NaN"
+    return f"每格 {row.mean().item():.2f}，行和 {row.sum().item():.2f}"
 
 
 # --- low precision ------------------------------------------------------------------------------
@@ -138,7 +158,7 @@ def plot_fully_masked(weights: Sequence[torch.Tensor], titles: Sequence[str], em
 @demo_figure
 def plot_running_sums(sums: dict[str, torch.Tensor], title: str = ""):
     """Running sum of exp(scores - max) along one long row, one line per accumulator dtype."""
-    styles = {"float32": ("black", "-"), "float16": ("#C44E52", "--"), "bfloat16": ("#8172B2", "-.")}
+    styles = {"float32": (BLACK, "-"), "float16": (VERMILLION, "--"), "bfloat16": (BLUE, "-.")}
     fig, ax = plt.subplots(figsize=(7.0, 3.8))
     for label, values in sums.items():
         color, ls = styles.get(label.split()[0], (None, "-"))
@@ -150,6 +170,8 @@ def plot_running_sums(sums: dict[str, torch.Tensor], title: str = ""):
     ax.grid(alpha=0.3)
     ax.legend(fontsize=9, loc="upper left")
     fig.tight_layout()
+    describe(fig, f"{title or 'softmax 分母的累加过程'}：每条线是一种累加精度，横轴是已经累加的项数。最后的累加和："
+                  + "；".join(f"{label} {_t(values)[-1].item():.1f}" for label, values in sums.items()) + "。")
     return fig
 
 
@@ -180,4 +202,6 @@ def draw_mask_and_weights(mask: torch.Tensor, weights: torch.Tensor, title: str,
         ax.tick_params(axis="y", labelsize=8)
     fig.suptitle(title)
     fig.tight_layout()
+    describe(fig, f"{one_line(title)}：左图是 {T}×{T} 的掩码，{int((mask > 0.5).sum())} 格可以看；"
+                  f"右图是它给出的注意力权重（{matrix_summary(weights)}）。")
     return fig

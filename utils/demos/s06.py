@@ -17,10 +17,10 @@ import numpy as np
 from matplotlib.patches import Rectangle
 from torch.profiler import ProfilerActivity, profile
 
-from utils.plotting import demo_figure, log2_axes
+from utils.plotting import (ORANGE, PURPLE, SKY, bar_style, demo_figure, describe, heading, line_style, log2_axes,
+                            one_line)
 
-COLORS = {"朴素注意力": "#C44E52", "SDPA": "#55A868", "分块注意力": "#4C72B0"}
-MODEL_COLORS = ["#4C72B0", "#DD8452", "#55A868", "#C44E52", "#8172B2"]
+METHODS = {"朴素注意力": 1, "分块注意力": 0, "SDPA": 2}   # each method's line and bar style (utils/plotting.py)
 
 
 # --- measuring --------------------------------------------------------------------------------
@@ -98,8 +98,8 @@ def plot_loglog(Ts: Sequence[int], series: Mapping[str, Sequence[float]], slopes
     if ax is None:
         _, ax = plt.subplots(figsize=(6.2, 4.3))
     Ts = list(Ts)
-    for label, values in series.items():
-        ax.plot(Ts, values, "o-", color=COLORS.get(label), label=f"{label}（拟合斜率 {slopes[label]:.2f}）")
+    for i, (label, values) in enumerate(series.items()):
+        ax.plot(Ts, values, label=f"{label}（拟合斜率 {slopes[label]:.2f}）", **line_style(METHODS.get(label, i)))
     if reference_slope is not None:   # a guide line of the reference slope through the first series' last point
         first = next(iter(series.values()))
         x = np.array([Ts[0], Ts[-1]], dtype=float)
@@ -107,6 +107,9 @@ def plot_loglog(Ts: Sequence[int], series: Mapping[str, Sequence[float]], slopes
                 label=f"参考：斜率 {reference_slope:g}（$\\propto T^{{{reference_slope:g}}}$）")
     log2_axes(ax, Ts, "序列长度 T（对数轴）", ylabel, title)
     ax.legend(fontsize=8)
+    each = "；".join(f"{label}：拟合斜率 {slopes[label]:.2f}，T = {Ts[0]} 时 {values[0]:.3g}，T = {Ts[-1]} 时 "
+                    f"{values[-1]:.3g}" for label, values in series.items())
+    describe(ax.figure, f"{heading(title)}{one_line(ylabel)}随序列长度 T 的变化（对数轴）。{each}。")
     return ax
 
 
@@ -116,8 +119,10 @@ def plot_loglog(Ts: Sequence[int], series: Mapping[str, Sequence[float]], slopes
 def plot_attention_share(Ts: Sequence[int], shares: Mapping[str, Sequence[float]], crossovers: Mapping[str, float]):
     """Attention's share of one block's FLOPs vs T per model, with the T where it reaches 50 %."""
     fig, ax = plt.subplots(figsize=(8.2, 4.6))
-    for (name, share), color in zip(shares.items(), MODEL_COLORS):
-        ax.plot(Ts, [100 * s for s in share], color=color, label=name)
+    for i, (name, share) in enumerate(shares.items()):
+        style = line_style(i, marker=False)
+        color = style["color"]
+        ax.plot(Ts, [100 * s for s in share], label=name, **style)
         T_star = crossovers[name]
         ax.plot([T_star], [50], "o", color=color)
         ax.annotate(f"T = {T_star:,.0f}", (T_star, 50), textcoords="offset points", xytext=(6, -14),
@@ -132,6 +137,9 @@ def plot_attention_share(Ts: Sequence[int], shares: Mapping[str, Sequence[float]
     ax.grid(True, which="both", alpha=0.3)
     ax.legend(fontsize=9, loc="upper left")
     fig.tight_layout()
+    each = "；".join(f"{name}：T = {Ts[0]:,.0f} 时 {100 * share[0]:.0f}%，T = {Ts[-1]:,.0f} 时 {100 * share[-1]:.0f}%，"
+                    f"T ≈ {crossovers[name]:,.0f} 时过半" for name, share in shares.items())
+    describe(fig, f"注意力（QKᵀ 与 AV）占一个 Block 前向 FLOPs 的百分比随上下文长度 T 的变化。{each}。")
     return fig
 
 
@@ -153,28 +161,37 @@ def draw_tiling(T: int, block_size: int, causal: bool, step: int):
         grid[:, lo:hi] = 1 if j < step else (2 if j == step else 0)
     if causal:
         grid[np.triu_indices(T, 1)] = -1
-    cmap = plt.matplotlib.colors.ListedColormap(["#eeeeee", "#ffffff", "#9ecae1", "#e6550d"])
+    cmap = plt.matplotlib.colors.ListedColormap(["#eeeeee", "#ffffff", SKY, ORANGE])
     ax.imshow(grid, cmap=cmap, vmin=-1.5, vmax=2.5, interpolation="nearest")
+    current = step * block_size
+    ax.add_patch(Rectangle((current - 0.5, -0.5), min(block_size, T - current), T, fill=False, hatch="//",
+                           ec="white", lw=0))
     for j in range(1, n_blocks):
         ax.axvline(j * block_size - 0.5, color="black", lw=0.8)
     if T % block_size:
         lo = (n_blocks - 1) * block_size
-        ax.add_patch(Rectangle((lo - 0.5, -0.5), T - lo, T, fill=False, ec="#756bb1", lw=2, ls="--"))
+        ax.add_patch(Rectangle((lo - 0.5, -0.5), T - lo, T, fill=False, ec=PURPLE, lw=2, ls="--"))
     ax.set_xlabel("键位置 s（按 block_size 分块）")
     ax.set_ylabel("查询位置 t")
     ax.set_title(f"T = {T}，block_size = {block_size}：{n_blocks} 个键块"
                  f"{'（最后一块只有 ' + str(T % block_size) + ' 列，虚线框）' if T % block_size else ''}\n"
-                 f"橙色 = 正在处理的块 {step}，蓝色 = 已处理；{'灰色 = 因果掩码屏蔽' if causal else '无掩码'}",
+                 f"橙色斜线 = 正在处理的块 {step}，蓝色 = 已处理；{'灰色 = 因果掩码屏蔽' if causal else '无掩码'}",
                  fontsize=9)
     naive = T * T
     tiled = T * min(block_size, T) + 2 * T
-    bar.bar(["朴素：完整的 T×T 表", "分块：一个 T×block 块\n+ m、ℓ 各 T 个"], [naive, tiled],
-            color=[COLORS["朴素注意力"], COLORS["分块注意力"]])
+    for name, value, method in (("朴素：完整的 T×T 表", naive, "朴素注意力"),
+                                ("分块：一个 T×block 块\n+ m、ℓ 各 T 个", tiled, "分块注意力")):
+        bar.bar(name, value, **bar_style(METHODS[method]))
     for x, value in enumerate([naive, tiled]):
         bar.text(x, value, f"{value:,} 个数", ha="center", va="bottom", fontsize=9)
     bar.set_ylabel("同一时刻存在的分数个数（每个序列、每个头）")
     bar.set_title(f"分块只需朴素的 {tiled / naive:.1%}", fontsize=10)
     fig.tight_layout()
+    done = f"前 {step} 块已处理，" if step else ""
+    masked = "，对角线上方被因果掩码屏蔽" if causal else ""
+    describe(fig, f"T = {T}，block_size = {block_size}：分数表分成 {n_blocks} 个键块，{done}"
+                  f"正在处理第 {step} 块（斜线）{masked}。同一时刻，分块只需存 {tiled:,} 个数，"
+                  f"朴素做法要 {naive:,} 个（{tiled / naive:.1%}）。")
     return fig
 
 
@@ -185,15 +202,18 @@ def plot_checkpointing(results: Mapping[str, tuple[int, float]]):
     """Two bar charts: measured peak memory (MiB) and time (ms) of forward + backward."""
     fig, axes = plt.subplots(1, 2, figsize=(9.5, 3.6))
     names = list(results)
-    colors = ["#C44E52", "#4C72B0"]
     for ax, index, unit, scale, title in [(axes[0], 0, "MiB", 2 ** -20, "峰值内存（实测）"),
                                           (axes[1], 1, "ms", 1e3, "前向 + 反向的 CPU 时间（实测）")]:
         values = [results[n][index] * scale for n in names]
-        ax.bar(names, values, color=colors)
+        for i, (name, value) in enumerate(zip(names, values)):
+            ax.bar(name, value, **bar_style(i))
         for x, value in enumerate(values):
             ax.text(x, value, f"{value:.1f} {unit}", ha="center", va="bottom", fontsize=9)
         ax.set_title(title, fontsize=10)
         ax.set_ylabel(unit)
     fig.suptitle("activation checkpointing：用时间换内存", fontsize=11)
     fig.tight_layout()
+    describe(fig, "activation checkpointing 的前向 + 反向（实测）：" + "；".join(
+        f"{name}：峰值内存 {memory * 2 ** -20:.1f} MiB，CPU 时间 {seconds * 1e3:.1f} ms"
+        for name, (memory, seconds) in results.items()) + "。")
     return fig

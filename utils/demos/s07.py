@@ -12,11 +12,11 @@ import matplotlib.pyplot as plt
 import numpy as np
 from matplotlib.patches import FancyBboxPatch
 
-from utils.plotting import demo_figure, heatmap, log2_axes
+from utils.plotting import (BLUE, GREEN, PALETTE, VERMILLION, YELLOW, demo_figure, describe, heading, heatmap,
+                            line_style, log2_axes, one_line, text_color_on)
 
-GROUP_COLORS = ["#4C72B0", "#DD8452", "#55A868", "#C44E52", "#8172B2", "#937860", "#DA8BC3", "#8C8C8C",
-                "#CCB974", "#64B5CD"]
-KIND_COLORS = {"MHA": "#C44E52", "GQA": "#4C72B0", "MQA": "#55A868"}
+GROUP_COLORS = [color for color in PALETTE if color != YELLOW]   # text in the group's colour stays readable
+KIND_STYLES = {"MHA": line_style(1), "GQA": line_style(0), "MQA": line_style(2)}   # each kind's line
 GIB = 2 ** 30
 
 
@@ -40,7 +40,7 @@ def draw_grouping(ax, n_head: int, n_kv_head: int, title: str = "") -> None:
         ax.add_patch(FancyBboxPatch((q_x[h] - box / 2, 1.0 - 0.12), box, 0.24, boxstyle="round,pad=0.02",
                                     fc=color, ec="white", zorder=2))
         if n_head <= 32:
-            ax.text(q_x[h], 1.0, f"Q{h}", ha="center", va="center", color="white",
+            ax.text(q_x[h], 1.0, f"Q{h}", ha="center", va="center", color=text_color_on(color),
                     fontsize=8 if n_head <= 16 else 5, zorder=3)
     kv_box = min(0.9 * n_rep, 2.4) if n_kv_head > 1 else min(0.9 * n_head, 3.0)
     for j in range(n_kv_head):
@@ -66,7 +66,14 @@ def plot_groupings(n_head: int, kv_heads: Sequence[int]):
     for ax, n_kv in zip(axes[:, 0], kv_heads):
         draw_grouping(ax, n_head, n_kv)
     fig.tight_layout()
+    rows = "；".join(_grouping_text(n_head, n) for n in kv_heads)
+    describe(fig, f"{n_head} 个查询头怎样共用 K/V 头，每行一种：{rows}。")
     return fig
+
+
+def _grouping_text(n_head: int, n_kv_head: int) -> str:
+    n_rep = n_head // n_kv_head
+    return f"{kind(n_head, n_kv_head)} 有 {n_kv_head} 组 K/V，每组 {n_rep} 个查询头（查询头 h 用第 h // {n_rep} 组）"
 
 
 # --- 2. the mask of the new positions -------------------------------------------------------
@@ -84,8 +91,12 @@ def plot_offset_masks(masks: Mapping[str, object], n_cached: int):
             for s in range(m.shape[1]):
                 ax.text(s, t, "看" if m[t, s] else "×", ha="center", va="center", fontsize=9,
                         color="black" if m[t, s] else "#999999")
-        ax.axvline(n_cached - 0.5, color="#d62728", lw=2)
+        ax.axvline(n_cached - 0.5, color=VERMILLION, lw=2)
     fig.tight_layout()
+    seen = "；".join(f"{one_line(title)}：新增的位置 {n_cached}… 依次能看 "
+                     + "、".join(str(int(row.sum())) for row in np.asarray(mask, dtype=bool)) + " 个键"
+                     for title, mask in masks.items())
+    describe(fig, f"新增查询的掩码，格子里“看”= 能看、“×”= 不能看，红线左边的 {n_cached} 列是缓存里的位置。{seen}。")
     return fig
 
 
@@ -98,13 +109,13 @@ def plot_decode_times(lengths: Sequence[int], with_cache: Sequence[float], witho
     with_cache, without = np.array(with_cache), np.array(without)
     fig, axes = plt.subplots(1, 2, figsize=(11.5, 4.2))
     ax = axes[0]
-    ax.plot(lengths, 1e3 * without, "o-", color="#C44E52", label="不用缓存：每步重算整个前缀")
-    ax.plot(lengths, 1e3 * with_cache, "s-", color="#4C72B0", label="KV Cache：每步只算新 token")
+    ax.plot(lengths, 1e3 * without, "o-", color=VERMILLION, label="不用缓存：每步重算整个前缀")
+    ax.plot(lengths, 1e3 * with_cache, "s-", color=BLUE, label="KV Cache：每步只算新 token")
     log2_axes(ax, lengths, "生成的 token 数（对数轴）", "总时间 / ms（对数轴）", title)
     ax.legend(fontsize=9)
     ax = axes[1]
     ratio = without / with_cache
-    ax.plot(lengths, ratio, "o-", color="#55A868")
+    ax.plot(lengths, ratio, "o-", color=GREEN)
     for x, r in zip(lengths, ratio):
         ax.annotate(f"{r:.1f}×", (x, r), textcoords="offset points", xytext=(0, 7), ha="center", fontsize=9)
     ax.axhline(1.0, color="grey", lw=1, ls="--")
@@ -116,15 +127,18 @@ def plot_decode_times(lengths: Sequence[int], with_cache: Sequence[float], witho
     ax.set_title("KV Cache 带来的加速随长度增长", fontsize=10)
     ax.grid(True, alpha=0.3)
     fig.tight_layout()
+    describe(fig, f"{heading(title)}生成 {lengths[0]} 到 {lengths[-1]} 个 token：不用缓存的总时间 "
+                  f"{1e3 * without[0]:.1f} → {1e3 * without[-1]:.1f} ms，用 KV Cache {1e3 * with_cache[0]:.1f} → "
+                  f"{1e3 * with_cache[-1]:.1f} ms；加速比从 {ratio[0]:.1f}× 增到 {ratio[-1]:.1f}×。")
     return fig
 
 
 # --- 4. cache size vs context ---------------------------------------------------------------
 
 def _size_axes(ax, contexts, curves: Mapping[str, Sequence[float]], batch: int, references, marker=None):
-    for label, sizes in curves.items():
-        color = next((c for k, c in KIND_COLORS.items() if label.startswith(k)), None)
-        ax.plot(contexts, np.array(sizes) / GIB, "o-", ms=3, color=color, label=label)
+    for i, (label, sizes) in enumerate(curves.items()):
+        style = next((s for k, s in KIND_STYLES.items() if label.startswith(k)), line_style(i))
+        ax.plot(contexts, np.array(sizes) / GIB, ms=3, label=label, **style)
     for value, text in references:
         ax.axhline(value / GIB, color="grey", lw=1, ls="--")
         ax.text(contexts[0], value / GIB, f" {text}", va="bottom", fontsize=8, color="grey")
@@ -153,6 +167,11 @@ def plot_cache_sizes(contexts: Sequence[int], curves_by_batch: Mapping[int, Mapp
         _size_axes(ax, list(contexts), curves, batch, references)
     fig.suptitle(suptitle, fontsize=11)
     fig.tight_layout()
+    longest = contexts[-1]
+    panels = "；".join(f"批次 B = {batch}：" + "，".join(f"{label} {sizes[-1] / GIB:.1f} GiB"
+                                                       for label, sizes in curves.items())
+                       for batch, curves in curves_by_batch.items())
+    describe(fig, f"{heading(suptitle)}KV Cache 随上下文长度增长（对数轴），上下文 {longest:,} token 时：{panels}。")
     return fig
 
 
@@ -169,4 +188,6 @@ def draw_explorer(n_head: int, n_kv_head: int, context: int, batch: int, context
                marker=(context, chosen, f"{n_kv_head} 组 K/V，{context:,} token：{chosen / GIB:.2f} GiB"))
     axes[1].set_title(f"{model} 的形状，批次 B = {batch}", fontsize=10)
     fig.tight_layout()
+    describe(fig, f"上：{_grouping_text(n_head, n_kv_head)}。下：{model} 的形状、批次 {batch} 时 KV Cache "
+                  f"随上下文长度的变化；所选的 {context:,} token 需要 {chosen / GIB:.2f} GiB（星号）。")
     return fig

@@ -11,9 +11,14 @@ from collections.abc import Mapping, Sequence
 import matplotlib.pyplot as plt
 import torch
 
-from utils.plotting import demo_figure, heatmap
+from utils.plotting import demo_figure, describe, heading, heatmap, line_style
 
-STYLE_COLORS = {"Pre-Norm（有残差）": "#4C72B0", "Post-Norm（有残差）": "#DD8452", "无残差（有归一化）": "#C44E52"}
+# Each way of stacking blocks keeps its line (utils/plotting.py) in every figure of the section.
+STACKINGS = {"Pre-Norm（有残差）": 0, "Post-Norm（有残差）": 3, "无残差（有归一化）": 1}
+
+
+def _stacking(name: str, i: int, marker: bool = True) -> dict:
+    return line_style(STACKINGS.get(name, i), marker=marker)
 
 
 def _t(m) -> torch.Tensor:
@@ -30,14 +35,24 @@ def plot_dependency(maps: Mapping[str, torch.Tensor], suptitle: str):
                 annotate=True, vmin=0.0, vmax=1.0)
     fig.suptitle(suptitle)
     fig.tight_layout()
+    each = "；".join(f"{title}：{_dependencies(_t(m))}" for title, m in maps.items())
+    describe(fig, f"{heading(suptitle)}第 t 行第 s 列 = 改动输入位置 s 时输出位置 t 变了多少（格子里写着）。{each}。")
     return fig
+
+
+def _dependencies(m: torch.Tensor) -> str:
+    """Which outputs of a [T, T] dependency map move with which inputs, in words."""
+    moved = m > 1e-6 * m.max()
+    off = int(moved.sum() - moved.diagonal().sum())
+    future = int(moved.triu(1).sum())
+    return f"{int(moved.sum())} 格不为 0，对角线之外 {off} 格，其中看到未来的（对角线上方）{future} 格"
 
 
 @demo_figure
 def plot_activations(z: torch.Tensor, curves: Mapping[str, torch.Tensor]):
     fig, ax = plt.subplots(figsize=(6.4, 4.0))
-    for name, y in curves.items():
-        ax.plot(_t(z).numpy(), _t(y).numpy(), label=name, lw=2)
+    for i, (name, y) in enumerate(curves.items()):
+        ax.plot(_t(z).numpy(), _t(y).numpy(), label=name, lw=2, **line_style(i, marker=False))
     ax.axhline(0, color="grey", lw=0.8)
     ax.axvline(0, color="grey", lw=0.8)
     ax.set_xlabel("输入 z")
@@ -46,6 +61,10 @@ def plot_activations(z: torch.Tensor, curves: Mapping[str, torch.Tensor]):
     ax.legend()
     ax.grid(alpha=0.3)
     fig.tight_layout()
+    z = _t(z)
+    each = "；".join(f"{name}：最小值 {_t(y).min().item():.2f}，在 z = {z[-1].item():g} 处为 {_t(y)[-1].item():.2f}"
+                    for name, y in curves.items())
+    describe(fig, f"{len(curves)} 条激活函数曲线，z 从 {z[0].item():g} 到 {z[-1].item():g}。{each}。")
     return fig
 
 
@@ -54,9 +73,11 @@ def plot_ffn_share(Ts: Sequence[int], shares: Mapping[str, Sequence[float]], par
     """FFN share of a block's forward FLOPs vs context length T (log x), one line per config;
     the dashed level of each is its share of the block's parameters."""
     fig, ax = plt.subplots(figsize=(7.4, 4.4))
-    for (name, ys), color in zip(shares.items(), ["#4C72B0", "#DD8452", "#55A868"]):
-        ax.plot(Ts, [100 * y for y in ys], "o-", color=color, label=f"{name}：FLOPs 占比")
-        ax.axhline(100 * param_shares[name], color=color, ls="--", lw=1, label=f"{name}：参数占比")
+    for i, (name, ys) in enumerate(shares.items()):
+        style = line_style(i) | {"linestyle": "-"}      # solid: FLOPs; dashed, with the same marker: parameters
+        ax.plot(Ts, [100 * y for y in ys], label=f"{name}：FLOPs 占比", **style)
+        ax.plot([Ts[0], Ts[-1]], [100 * param_shares[name]] * 2, lw=1, mfc="white", label=f"{name}：参数占比",
+                **style | {"linestyle": "--"})
     ax.set_xscale("log", base=2)
     ax.set_ylim(0, 100)
     ax.set_xlabel("上下文长度 T（token）")
@@ -65,14 +86,17 @@ def plot_ffn_share(Ts: Sequence[int], shares: Mapping[str, Sequence[float]], par
     ax.legend(fontsize=8, loc="lower left")
     ax.grid(alpha=0.3, which="both")
     fig.tight_layout()
+    each = "；".join(f"{name}：参数占 {100 * param_shares[name]:.0f}%，FLOPs 在 T = {Ts[0]} 时占 {100 * ys[0]:.0f}%、"
+                    f"T = {Ts[-1]} 时占 {100 * ys[-1]:.0f}%" for name, ys in shares.items())
+    describe(fig, f"一个 Block 里 FFN 的占比随上下文长度 T 的变化。{each}。")
     return fig
 
 
 @demo_figure
 def plot_eps_effect(scales: torch.Tensor, curves: Mapping[str, torch.Tensor], eps: float):
     fig, ax = plt.subplots(figsize=(6.8, 4.2))
-    for name, y in curves.items():
-        ax.plot(_t(scales).numpy(), _t(y).numpy(), lw=2, label=name)
+    for i, (name, y) in enumerate(curves.items()):
+        ax.plot(_t(scales).numpy(), _t(y).numpy(), lw=2, label=name, **line_style(i, marker=False))
     ax.axvline(eps ** 0.5, color="grey", ls=":", lw=1)
     ax.text(eps ** 0.5, 0.05, " √eps", color="grey")
     ax.set_xscale("log")
@@ -82,6 +106,10 @@ def plot_eps_effect(scales: torch.Tensor, curves: Mapping[str, torch.Tensor], ep
     ax.legend(fontsize=9)
     ax.grid(alpha=0.3, which="both")
     fig.tight_layout()
+    smallest = _t(scales)[0].item()
+    each = "；".join(f"{name}：{_t(y)[0].item():.3g}" for name, y in curves.items())
+    describe(fig, f"输出的均方根随输入的均方根变化（横轴对数，eps = {eps:g}，虚线在 √eps）。输入的均方根是 "
+                  f"{smallest:.1g} 时，输出的均方根：{each}。")
     return fig
 
 
@@ -90,8 +118,8 @@ def plot_grad_norms(norms: Mapping[str, Sequence[float]], title: str, ax=None):
     fig = None
     if ax is None:
         fig, ax = plt.subplots(figsize=(7.4, 4.4))
-    for name, ys in norms.items():
-        ax.plot(range(len(ys)), ys, "o-", ms=3, lw=1.6, color=STYLE_COLORS.get(name), label=name)
+    for i, (name, ys) in enumerate(norms.items()):
+        ax.plot(range(len(ys)), ys, ms=3, lw=1.6, label=name, **_stacking(name, i))
     ax.set_yscale("log")
     ax.set_xlabel("层号（0 = 最靠近输入）")
     ax.set_ylabel("该层参数梯度的范数")
@@ -100,20 +128,26 @@ def plot_grad_norms(norms: Mapping[str, Sequence[float]], title: str, ax=None):
     ax.grid(alpha=0.3, which="both")
     if fig is not None:
         fig.tight_layout()
+    each = "；".join(f"{name}：第 0 层 {ys[0]:.2g}，第 {len(ys) - 1} 层 {ys[-1]:.2g}，最大是最小的 "
+                    f"{max(ys) / min(ys) if min(ys) > 0 else float('inf'):.3g} 倍" for name, ys in norms.items())
+    describe(ax.figure, f"{heading(title)}每层参数梯度的范数（纵轴对数）。{each}。")
     return fig or ax.figure
 
 
 @demo_figure
 def plot_training(curves: Mapping[str, Sequence[float]], title: str):
     fig, ax = plt.subplots(figsize=(7.0, 4.0))
-    for name, ys in curves.items():
-        ax.plot(range(1, len(ys) + 1), ys, lw=1.6, color=STYLE_COLORS.get(name), label=name)
+    for i, (name, ys) in enumerate(curves.items()):
+        ax.plot(range(1, len(ys) + 1), ys, lw=1.6, label=name, **_stacking(name, i, marker=False))
     ax.set_xlabel("训练步数")
     ax.set_ylabel("损失")
     ax.set_title(title)
     ax.legend(fontsize=9)
     ax.grid(alpha=0.3)
     fig.tight_layout()
+    each = "；".join(f"{name}：第 1 步 {ys[0]:.3f}，第 {len(ys)} 步 {ys[-1]:.3f}，最低 {min(ys):.3f}"
+                    for name, ys in curves.items())
+    describe(fig, f"{heading(title)}训练损失随步数的变化。{each}。")
     return fig
 
 
@@ -121,8 +155,8 @@ def plot_training(curves: Mapping[str, Sequence[float]], title: str):
 def plot_spread(depths: Sequence[int], spreads: Mapping[str, Sequence[float]], title: str):
     """Max/min ratio of the per-layer gradient norms vs the number of layers (log–log)."""
     fig, ax = plt.subplots(figsize=(6.8, 4.2))
-    for name, ys in spreads.items():
-        ax.plot(depths, ys, "o-", color=STYLE_COLORS.get(name), label=name)
+    for i, (name, ys) in enumerate(spreads.items()):
+        ax.plot(depths, ys, label=name, **_stacking(name, i))
     ax.set_xscale("log", base=2)
     ax.set_yscale("log")
     ax.set_xticks(list(depths), [str(d) for d in depths])
@@ -132,4 +166,7 @@ def plot_spread(depths: Sequence[int], spreads: Mapping[str, Sequence[float]], t
     ax.legend(fontsize=9)
     ax.grid(alpha=0.3, which="both")
     fig.tight_layout()
+    each = "；".join(f"{name}：{depths[0]} 层时 {ys[0]:.3g}，{depths[-1]} 层时 {ys[-1]:.3g}"
+                    for name, ys in spreads.items())
+    describe(fig, f"{heading(title)}横轴层数、纵轴最大/最小之比，都是对数轴。{each}。")
     return fig

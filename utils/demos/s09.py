@@ -14,11 +14,11 @@ import numpy as np
 import torch
 from matplotlib.patches import Arc, Rectangle
 
-from utils.plotting import demo_figure, heatmap
+from utils.plotting import (BLUE, DASHES, GREEN, ORANGE, PALETTE, VERMILLION, demo_figure, describe, heading,
+                            heatmap, line_style, one_line, text_color_on)
 
-Q_COLOR, K_COLOR = "#4C72B0", "#DD8452"
-PAIR_COLORS = ["#4C72B0", "#DD8452", "#55A868", "#C44E52", "#8172B2", "#937860", "#DA8BC3", "#8C8C8C"]
-LINE_COLORS = ["#4C72B0", "#C44E52", "#55A868", "#DD8452", "#8172B2"]
+Q_COLOR, K_COLOR = BLUE, ORANGE
+PAIR_COLORS = PALETTE
 
 
 def _np(t) -> np.ndarray:
@@ -42,10 +42,14 @@ def _finish(fig, suptitle: str = "") -> None:
     fig.tight_layout(rect=(0, 0, 1, 0.94) if suptitle else (0, 0, 1, 1))
 
 
-def _arrow(ax, xy, color, label, alpha=1.0, ls="-") -> None:
+def _arrow(ax, xy, color, label, alpha=1.0, ls="-", tip: str = "") -> None:
+    """An arrow from the origin to ``xy``, in the legend as ``label``; ``tip`` names it at its head."""
     ax.annotate("", xy=(xy[0], xy[1]), xytext=(0, 0),
                 arrowprops=dict(arrowstyle="->", color=color, lw=2.2, alpha=alpha, ls=ls))
     ax.plot([], [], color=color, lw=2.2, alpha=alpha, ls=ls, label=label)
+    if tip:
+        ax.annotate(tip, (xy[0], xy[1]), textcoords="offset points", xytext=(4, 4), fontsize=10, color=color,
+                    fontweight="bold")
 
 
 # --- §2 two rotated vectors ------------------------------------------------------------------
@@ -63,17 +67,27 @@ def plot_rotated_pairs(panels: Sequence[Mapping], suptitle: str = ""):
         _arrow(ax, _np(p["q"]), Q_COLOR, "q（旋转前）", alpha=0.3, ls="--")
         _arrow(ax, _np(p["k"]), K_COLOR, "k（旋转前）", alpha=0.3, ls="--")
         q_rot, k_rot = _np(p["q_rot"]), _np(p["k_rot"])
-        _arrow(ax, q_rot, Q_COLOR, "R(mθ) q")
-        _arrow(ax, k_rot, K_COLOR, "R(nθ) k")
+        _arrow(ax, q_rot, Q_COLOR, "R(mθ) q", tip="q")
+        _arrow(ax, k_rot, K_COLOR, "R(nθ) k", tip="k")
         a_q, a_k = np.degrees(np.arctan2(q_rot[1], q_rot[0])), np.degrees(np.arctan2(k_rot[1], k_rot[0]))
         lo, hi = sorted((a_q, a_k))
         if hi - lo > 180:
             lo, hi = hi, lo + 360
-        ax.add_patch(Arc((0, 0), 0.7 * radius, 0.7 * radius, theta1=lo, theta2=hi, color="#55A868", lw=2))
+        ax.add_patch(Arc((0, 0), 0.7 * radius, 0.7 * radius, theta1=lo, theta2=hi, color=GREEN, lw=2))
         ax.set_title(p["title"], fontsize=10)
         ax.legend(loc="lower left", fontsize=7)
     _finish(fig, suptitle)
+    angles = "；".join(f"{one_line(p['title'])}：旋转后 q 与 k 的夹角 {_angle(p['q_rot'], p['k_rot']):.0f}°"
+                      for p in panels)
+    describe(fig, f"{heading(suptitle)}每张图里，虚线是旋转前的 q、k，实线是旋转后的（箭头旁标着 q、k），"
+                  f"弧线是它们的夹角。{angles}。")
     return fig
+
+
+def _angle(a, b) -> float:
+    """The angle between two 2-D vectors, in degrees."""
+    a, b = _np(a), _np(b)
+    return float(np.degrees(np.arccos(np.clip(a @ b / (np.linalg.norm(a) * np.linalg.norm(b)), -1, 1))))
 
 
 # --- §3 the widget: one pair rotating, and the table of angles -------------------------------
@@ -89,7 +103,7 @@ def draw_rotation(trail: torch.Tensor, cos_table: torch.Tensor, m: int, i: int, 
     left.scatter(xy[:, 0], xy[:, 1], c=colors, s=18, zorder=3)
     for position in range(min(len(xy), 6)):
         left.annotate(str(position), xy[position] * 1.1, ha="center", va="center", fontsize=8, color="#555555")
-    _arrow(left, xy[-1], "#C44E52", f"位置 m = {m}")
+    _arrow(left, xy[-1], VERMILLION, f"位置 m = {m}")
     left.legend(loc="lower left", fontsize=8)
     left.set_title(f"第 {i} 对分量：位置 0…{m} 各转到哪里", fontsize=10)
     image = right.imshow(_np(cos_table), aspect="auto", cmap="RdBu_r", vmin=-1, vmax=1)
@@ -99,6 +113,11 @@ def draw_rotation(trail: torch.Tensor, cos_table: torch.Tensor, m: int, i: int, 
     right.set_title("cos(角度[m, i])：整张角度表", fontsize=10)
     fig.colorbar(image, ax=right, fraction=0.04)
     _finish(fig, title)
+    table = _np(cos_table)
+    describe(fig, f"{heading(title)}左图：第 {i} 对分量在位置 0…{m} 依次转到的点（单位圆上），位置 {m} 画成箭头，"
+                  f"转了 {np.degrees(np.arctan2(xy[-1, 1], xy[-1, 0])) % 360:.0f}°。右图：整张 cos(角度) 表，"
+                  f"{table.shape[0]} 个位置 × {table.shape[1]} 个频率，框出的格子（位置 {m}、频率 {i}）是 "
+                  f"{table[m, i]:.2f}。")
     return fig
 
 
@@ -112,14 +131,19 @@ def plot_pairings(pairings: Mapping[str, Sequence[int]]):
     fig, axes = plt.subplots(n, 1, figsize=(0.75 * d + 1.5, 1.25 * n + 0.4), squeeze=False)
     for ax, (title, pair_of) in zip(axes[:, 0], pairings.items()):
         for j, pair in enumerate(pair_of):
-            ax.add_patch(Rectangle((j, 0), 0.94, 0.94, color=PAIR_COLORS[pair % len(PAIR_COLORS)]))
-            ax.text(j + 0.47, 0.62, f"x[{j}]", ha="center", va="center", color="white", fontsize=9)
-            ax.text(j + 0.47, 0.27, f"对 {pair}", ha="center", va="center", color="white", fontsize=8)
+            color = PAIR_COLORS[pair % len(PAIR_COLORS)]
+            ax.add_patch(Rectangle((j, 0), 0.94, 0.94, color=color))
+            ax.text(j + 0.47, 0.62, f"x[{j}]", ha="center", va="center", color=text_color_on(color), fontsize=9)
+            ax.text(j + 0.47, 0.27, f"对 {pair}", ha="center", va="center", color=text_color_on(color), fontsize=8)
         ax.set_xlim(0, d)
         ax.set_ylim(0, 1)
         ax.axis("off")
         ax.set_title(title, fontsize=10)
     fig.tight_layout()
+    layouts = "；".join(f"{one_line(title)}：" + "，".join(
+        "与".join(f"x[{j}]" for j, p in enumerate(pair_of) if p == pair) for pair in sorted(set(pair_of)))
+        for title, pair_of in pairings.items())
+    describe(fig, f"一个 {d} 维向量的哪两个分量组成一对，一起旋转（格子里写着“对 i”）。{layouts}。")
     return fig
 
 
@@ -138,19 +162,36 @@ def plot_score_tables(tables: Mapping[str, torch.Tensor], suptitle: str = ""):
         ax.set_yticks(range(0, table.size(0), step))
         fig.colorbar(image, ax=ax, fraction=0.046)
     _finish(fig, suptitle)
+    each = "；".join(f"{one_line(title)}：|分数| 最大 {float(t.abs().max()):.2f}，同一条对角线（m − n 相同）上的分数"
+                    f"最多相差 {_diagonal_spread(_np(t)):.2g}" for title, t in tables.items())
+    describe(fig, f"{heading(suptitle)}分数表 S[m, n]，行是查询的位置 m，列是键的位置 n。{each}。")
     return fig
+
+
+def _diagonal_spread(table: np.ndarray) -> float:
+    """The largest difference between two scores on one diagonal (the same m − n) of a table."""
+    rows, cols = table.shape
+    return max(float(np.ptp(np.diagonal(table, offset))) for offset in range(-rows + 1, cols))
 
 
 @demo_figure
 def plot_curves(panels: Sequence[Mapping], suptitle: str = ""):
     """Line plots side by side. Each panel: {"title", "x", "curves": {label: y}, "xlabel", "ylabel",
-    optional "styles": {label: matplotlib kwargs}, "logx", "logy", "hlines": [(y, label)], "vlines": [(x, label)]}."""
+    optional "styles": {label: matplotlib kwargs}, "logx", "logy", "hlines": [(y, label)], "vlines": [(x, label)]}.
+    A curve without a dash of its own in "styles" takes the next one no other curve of the panel has."""
     fig, axes = plt.subplots(1, len(panels), figsize=(5.6 * len(panels), 4.2), squeeze=False)
     for ax, p in zip(axes[0], panels):
         x = _np(p["x"])
+        styles = p.get("styles", {})
+        taken = {s.get("ls", s.get("linestyle")) for label, s in styles.items() if label in p["curves"]}
+        free = iter([dash for dash in DASHES if dash not in taken] * len(p["curves"]))
         for k, (label, y) in enumerate(p["curves"].items()):
-            style = {"color": LINE_COLORS[k % len(LINE_COLORS)], "lw": 1.8, **p.get("styles", {}).get(label, {})}
-            ax.plot(x, _np(y), label=label, **style)
+            own, style = styles.get(label, {}), line_style(k, marker=False)
+            if "ls" in own or "linestyle" in own:
+                del style["linestyle"]
+            else:
+                style["linestyle"] = next(free)
+            ax.plot(x, _np(y), label=label, **{**style, "lw": 1.8, **own})
         for y, label in p.get("hlines", []):
             ax.axhline(y, color="#555555", ls="--", lw=1)
             ax.text(x[0], y, f" {label}", va="bottom", fontsize=8, color="#555555")
@@ -167,4 +208,12 @@ def plot_curves(panels: Sequence[Mapping], suptitle: str = ""):
         ax.grid(alpha=0.3)
         ax.legend(fontsize=8)
     _finish(fig, suptitle)
+    describe(fig, heading(suptitle) + "；".join(_curves_text(p) for p in panels) + "。")
     return fig
+
+
+def _curves_text(panel: Mapping) -> str:
+    x = _np(panel["x"])
+    curves = "，".join(f"{label} 从 {_np(y)[0]:.3g} 到 {_np(y)[-1]:.3g}（最大 {_np(y).max():.3g}）"
+                      for label, y in panel["curves"].items())
+    return f"{one_line(panel['title'])}（横轴 {panel['xlabel']}，{x[0]:g} 到 {x[-1]:g}）：{curves}"

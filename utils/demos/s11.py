@@ -19,10 +19,11 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-from utils.plotting import demo_figure, heatmap
+from utils.plotting import (BLUE, GREEN, GREY, ORANGE, PURPLE, VERMILLION, bar_style, demo_figure, describe, heading,
+                            heatmap, text_color_on)
 from utils.reference import apply_rope, repeat_kv, rope_angles, top_p_filter
 
-PART_COLORS = {"嵌入": "#4C72B0", "注意力": "#DD8452", "FFN": "#55A868", "归一化": "#8172B2", "LM head": "#C44E52"}
+PARTS = {"嵌入": 0, "注意力": 3, "FFN": 2, "归一化": 4, "LM head": 1}   # each part's bar style (utils/plotting.py)
 PROSE = Path(__file__).resolve().parents[1] / "data" / "course_prose.txt"
 VISIBLE = {"\n": "⏎", " ": "␣"}
 
@@ -46,11 +47,13 @@ def plot_parameter_breakdown(breakdowns: Mapping[str, Mapping[str, float]], titl
         parts = breakdowns[name]
         total, left = sum(parts.values()), 0.0
         for part, value in parts.items():
-            share = value / total
-            ax.barh(row, share, left=left, color=PART_COLORS[part], edgecolor="white",
+            share, style = value / total, bar_style(PARTS[part])
+            ax.barh(row, share, left=left, **style,
                     label=part if row == 0 or part not in {p for n in names[:row] for p in breakdowns[n]} else None)
             if share > 0.07:
-                ax.text(left + share / 2, row, f"{share:.0%}", ha="center", va="center", fontsize=8, color="white")
+                ax.text(left + share / 2, row, f"{share:.0%}", ha="center", va="center", fontsize=8,
+                        color=text_color_on(style["color"]),
+                        bbox={"facecolor": style["color"], "edgecolor": "none", "pad": 1})   # over the hatch
             left += share
         ax.text(1.01, row, f"{total / 1e9:.2f}B" if total >= 1e8 else f"{total / 1e3:.0f}K", va="center", fontsize=9)
     ax.set_yticks(range(len(names)), names)
@@ -63,6 +66,10 @@ def plot_parameter_breakdown(breakdowns: Mapping[str, Mapping[str, float]], titl
     ax.legend(handles, labels, fontsize=8, ncol=len(labels), loc="upper center", bbox_to_anchor=(0.5, -0.22),
               frameon=False)
     fig.tight_layout()
+    models = "；".join(f"{name}（{sum(parts.values()):,.0f} 个参数）：" + "，".join(
+        f"{part} {value / sum(parts.values()):.0%}" for part, value in parts.items())
+        for name, parts in breakdowns.items())
+    describe(fig, f"{heading(title)}每个模型一根横条，各部件占全部参数的比例（每段的颜色与花纹见图例）。{models}。")
     return fig
 
 
@@ -169,8 +176,8 @@ def offset_share(weights: torch.Tensor, offset: int) -> float:
 def plot_per_token(names: Sequence[str], kv_kib: Sequence[float], gflops: Sequence[float], context: int):
     """Left: KV cache per token (KiB); right: forward GFLOP per token at a given context length."""
     fig, axes = plt.subplots(1, 2, figsize=(11, 0.5 * len(names) + 1.6))
-    panels = ((axes[0], kv_kib, "每个 token 的 KV Cache / KiB（bfloat16，所有层）", "#4C72B0"),
-              (axes[1], gflops, f"每个 token 的前向计算量 / GFLOP（上下文 {context}）", "#DD8452"))
+    panels = ((axes[0], kv_kib, "每个 token 的 KV Cache / KiB（bfloat16，所有层）", BLUE),
+              (axes[1], gflops, f"每个 token 的前向计算量 / GFLOP（上下文 {context}）", ORANGE))
     for ax, values, label, color in panels:
         ax.barh(range(len(names)), values, color=color)
         for row, v in enumerate(values):
@@ -181,6 +188,9 @@ def plot_per_token(names: Sequence[str], kv_kib: Sequence[float], gflops: Sequen
         ax.set_xlabel(label)
         ax.grid(axis="x", alpha=0.3)
     fig.tight_layout()
+    each = "；".join(f"{name}：KV Cache {kv:,.1f} KiB，前向 {flops:,.1f} GFLOP"
+                    for name, kv, flops in zip(names, kv_kib, gflops))
+    describe(fig, f"每个 token 的 KV Cache（左，bfloat16，所有层）与前向计算量（右，上下文 {context}）。{each}。")
     return fig
 
 
@@ -189,11 +199,11 @@ def plot_training(curves: Mapping[str, tuple[Sequence[int], Sequence[float]]], r
     """Loss curves (step, loss) and horizontal reference levels."""
     if ax is None:
         _, ax = plt.subplots(figsize=(7.4, 4.0))
-    styles = iter([("#4C72B0", "-", 1.0), ("#C44E52", "o-", 1.8)])
+    styles = iter([(BLUE, "-", 1.0), (VERMILLION, "o-", 1.8)])
     for name, (steps, losses) in curves.items():
         color, style, width = next(styles)
         ax.plot(steps, losses, style, color=color, lw=width, ms=4, label=name)
-    for (name, level), color in zip(references.items(), ["grey", "#8172B2", "#55A868"]):
+    for (name, level), color in zip(references.items(), [GREY, PURPLE, GREEN]):
         ax.axhline(level, color=color, ls="--", lw=1)
         ax.text(ax.get_xlim()[1], level, f"{name} {level:.2f} ", ha="right", va="bottom", fontsize=8, color=color)
     ax.set_xlabel("训练步数")
@@ -202,6 +212,10 @@ def plot_training(curves: Mapping[str, tuple[Sequence[int], Sequence[float]]], r
     ax.legend(fontsize=9, loc="upper right", bbox_to_anchor=(1.0, 0.85))
     ax.grid(alpha=0.3)
     ax.figure.tight_layout()
+    each = "；".join(f"{name}：第 {list(steps)[0]} 步 {losses[0]:.2f}，第 {list(steps)[-1]} 步 {losses[-1]:.2f}"
+                    for name, (steps, losses) in curves.items())
+    levels = "，".join(f"{name} {level:.2f}" for name, level in references.items())
+    describe(ax.figure, f"{heading(title)}交叉熵损失随训练步数的变化。{each}。水平参考线：{levels}。")
     return ax.figure
 
 
@@ -221,6 +235,10 @@ def plot_head_maps(maps: Sequence[torch.Tensor], chars: Sequence[str], suptitle:
             axes[layer, head].title.set_fontsize(9)
     fig.suptitle(suptitle)
     fig.tight_layout()
+    layers = "；".join(f"第 {layer + 1} 层各头 " + "、".join(f"{w.amax(-1).mean().item():.2f}" for w in weights)
+                       for layer, weights in enumerate(maps))
+    describe(fig, f"{heading(suptitle)}{n_layer} 层 × {n_head} 个头的注意力权重，{len(labels)} 个字"
+                  f"（{''.join(labels)}）。每行最大权重的平均（越接近 1，越只看一个字）：{layers}。")
     return fig
 
 
@@ -229,7 +247,7 @@ def draw_next_char(probs: torch.Tensor, chars: Sequence[str], title: str, n: int
     """Bars of the n most probable next characters."""
     top = torch.topk(probs, n)
     fig, ax = plt.subplots(figsize=(8.0, 3.2))
-    ax.bar(range(n), top.values.numpy(), color="#4C72B0")
+    ax.bar(range(n), top.values.numpy(), color=BLUE)
     ax.set_xticks(range(n), [shown(chars[i]) for i in top.indices.tolist()])
     for x, v in enumerate(top.values.tolist()):
         ax.text(x, v, f"{v:.2f}", ha="center", va="bottom", fontsize=8)
@@ -238,6 +256,8 @@ def draw_next_char(probs: torch.Tensor, chars: Sequence[str], title: str, n: int
     ax.set_title(title, fontsize=10)
     ax.grid(axis="y", alpha=0.3)
     fig.tight_layout()
+    likely = "，".join(f"{shown(chars[i])} {p:.2f}" for i, p in zip(top.indices.tolist(), top.values.tolist()))
+    describe(fig, f"{heading(title)}最可能的 {n} 个下一个字及其概率：{likely}。")
     return fig
 
 
@@ -272,7 +292,15 @@ def plot_accuracy_by_length(lengths: Sequence[int], curves: Mapping[str, Sequenc
     ax.legend(fontsize=9)
     ax.grid(alpha=0.3)
     fig.tight_layout()
+    within = max((i for i, length in enumerate(lengths) if length <= trained), default=0)
+    each = "；".join(f"{name}：长度 {lengths[within]} 时 {values[within]:.2f}，{lengths[-1]} 时 {values[-1]:.2f}"
+                    for name, values in curves.items())
+    describe(fig, f"{heading(title)}抄写准确率随序列长度的变化（横轴对数，训练长度 {trained}）。{each}。")
     return fig
+
+
+def _distance(d: int, max_distance: int) -> str:
+    return "自己" if d == 0 else f"往前第 {d} 个字" if d <= max_distance else "更远的字"
 
 
 def moving_average(values: Sequence[float], window: int) -> np.ndarray:
@@ -300,4 +328,8 @@ def plot_distance_profile(profile: torch.Tensor, heads: Sequence[str], max_dista
             row_labels=list(heads), annotate=True, vmax=1.0)
     ax.title.set_fontsize(10)
     fig.tight_layout()
+    each = "；".join(f"{head}：最多看{_distance(int(row.argmax()), max_distance)}（{row.max().item():.2f}）"
+                    for head, row in zip(heads, profile))
+    describe(fig, f"{heading(title)}每行一个头，各列是它平均放在距离 0…{max_distance} 和更远处的权重"
+                  f"（格子里写着）。{each}。")
     return fig

@@ -52,7 +52,8 @@ class GroupedQueryAttention(nn.Module):
     def __init__(self, n_embed, n_head, n_kv_head, context_length):
         super().__init__()
         assert n_embed % n_head == 0 and n_head % n_kv_head == 0, "n_kv_head must divide n_head"
-        self.n_head, self.n_kv_head = n_head, n_kv_head
+        self.n_head = n_head
+        self.n_kv_head = n_kv_head
         self.head_dim = n_embed // n_head
         self.q_proj = nn.Linear(n_embed, n_embed, bias=False)
         self.k_proj = nn.Linear(n_embed, n_kv_head * self.head_dim, bias=False)
@@ -88,7 +89,7 @@ def quiz_kv_cache():
 
     "gemma_7b_gib":    question 1 (Gemma-7B, 8192 tokens, batch 1, bfloat16), in GiB
     "batch16_gib":     question 2 (the same with batch 16), in GiB
-    "qwen2_shrink":    question 3 (Qwen2-1.5B), how many times smaller than MHA's cache
+    "qwen2_shrink":    question 3 (Qwen2-1.5B), how many times larger MHA's cache is
     "mistral_32k_gib": question 4 (Mistral-7B v0.1, 32768 tokens, batch 8, bfloat16), in GiB
     """
     gib = 2 ** 30

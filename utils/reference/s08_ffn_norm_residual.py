@@ -12,11 +12,10 @@ from .s05_multi_head_attention import CausalSelfAttention  # section 05's fused 
 
 
 class RMSNorm(nn.Module):
-    """Root-mean-square normalisation over the last dim: x / sqrt(mean(x²) + eps) * weight.
+    """Root-mean-square normalisation over the last dim (§3.1): x / sqrt(mean(x²) + eps) * weight.
 
-    The normalisation is computed in float32 and cast back to x's dtype before the multiplication
-    by weight (as Hugging Face's LlamaRMSNorm does): a float16 module returns float16 and does not
-    overflow where x² exceeds float16's range.
+    [..., dim] -> [..., dim] in x's dtype; the mean square is taken in float32, so that a float16 module
+    does not overflow where x² exceeds float16's range.
     """
 
     def __init__(self, dim, eps=1e-6):
@@ -52,7 +51,7 @@ class FeedForward(nn.Module):
 
 
 class SwiGLU(nn.Module):
-    """Gated FFN: w_down(silu(w_gate(x)) * w_up(x)), no biases."""
+    """Gated FFN (SwiGLU): [..., dim] -> [..., dim] through bias-free w_gate, w_up (dim -> hidden), w_down."""
 
     def __init__(self, dim, hidden):
         super().__init__()
@@ -88,9 +87,9 @@ def quiz_ffn_share():
 
 
 class Block(nn.Module):
-    """A Pre-Norm decoder block: x + attn(norm1(x)), then x + ffn(norm2(x)).
+    """A Pre-Norm decoder block (§1, §8): (B, T, n_embed) -> (B, T, n_embed).
 
-    x: (B, T, n_embed) -> (B, T, n_embed); attn is causal, ffn is a SwiGLU of width ffn_hidden (default 4·n_embed).
+    Its parts: norm1, norm2 (RMSNorm), attn (causal), ffn (a SwiGLU of width ffn_hidden, default 4·n_embed).
     """
 
     def __init__(self, n_embed, n_head, context_length, ffn_hidden=None):

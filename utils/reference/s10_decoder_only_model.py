@@ -13,7 +13,7 @@ __all__ = ['DecoderLM', 'count_parameters', 'generate', 'top_p_filter']
 from dataclasses import dataclass
 
 from .s07_gqa_and_kv_cache import KVCache, repeat_kv  # section 07
-from .s08_ffn_norm_residual import Block, RMSNorm  # section 08
+from .s08_ffn_norm_residual import RMSNorm, SwiGLU  # section 08
 from .s09_rope import apply_rope, rope_angles  # section 09
 
 
@@ -32,10 +32,10 @@ class ModelConfig:
 
 
 class _RoPEAttention(nn.Module):
-    """Section 07's grouped-query attention with RoPE on q and k (section 09).
+    """Grouped-query attention (section 07) with RoPE on q and k (section 09), and an optional KV cache.
 
-    forward(x, angles, cache=None): x (B, T, n_embed) and the angles (T, head_dim // 2) of these T
-    positions -> (B, T, n_embed). With a KVCache the T new positions follow len(cache) cached ones.
+    forward(x, angles, cache=None): x (B, T, n_embed) and the RoPE angles (T, head_dim // 2) of these T
+    positions -> (B, T, n_embed). With a cache, the T new positions follow the len(cache) cached ones.
     """
 
     def __init__(self, n_embed, n_head, n_kv_head):
@@ -65,13 +65,19 @@ class _RoPEAttention(nn.Module):
         return self.o_proj(y)                                                           # (B, T, C)
 
 
-class _DecoderBlock(Block):
-    """Section 08's Pre-Norm Block with _RoPEAttention in place of its attention:
-    x + attn(norm1(x), angles, cache), then x + ffn(norm2(x))."""
+class _DecoderBlock(nn.Module):
+    """A Pre-Norm block (section 08) whose attention is _RoPEAttention.
+
+    forward(x, angles, cache=None): x (B, T, n_embed) and the angles (T, head_dim // 2) of its T positions
+    -> (B, T, n_embed); cache is this block's KV cache or None.
+    """
 
     def __init__(self, config):
-        super().__init__(config.n_embed, config.n_head, config.context_length, config.ffn_hidden)
-        self.attn = _RoPEAttention(config.n_embed, config.n_head, config.n_kv_head)   # replaces 08's attention
+        super().__init__()
+        self.norm1 = RMSNorm(config.n_embed)
+        self.attn = _RoPEAttention(config.n_embed, config.n_head, config.n_kv_head)
+        self.norm2 = RMSNorm(config.n_embed)
+        self.ffn = SwiGLU(config.n_embed, config.ffn_hidden)
 
     def forward(self, x, angles, cache=None):
         x = x + self.attn(self.norm1(x), angles, cache)    # (B, T, C)  norm -> attend (positions talk) -> residual
@@ -94,13 +100,14 @@ class DecoderLM(nn.Module):
         self.lm_head = nn.Linear(config.n_embed, config.vocab_size, bias=False)
         if config.tie_embeddings:
             self.lm_head.weight = self.tok_emb.weight          # one Parameter, (vocab, C) in both layouts
+        table = rope_angles(config.context_length, config.n_embed // config.n_head, config.rope_base)
+        self.register_buffer("angles", table, persistent=False)   # (S_max, Dh/2): moves with .to(), not saved
 
     def forward(self, idx, targets=None, caches=None):
         B, T = idx.shape
-        cfg = self.config
         start = 0 if caches is None else len(caches[0])         # positions continue after the cache
-        assert start + T <= cfg.context_length, f"{start + T} 个位置超出了上下文长度 {cfg.context_length}"
-        angles = rope_angles(start + T, cfg.n_embed // cfg.n_head, cfg.rope_base)[start:]   # (T, Dh/2)
+        assert start + T <= self.config.context_length, f"{start + T} 个位置超出了上下文长度 {self.config.context_length}"
+        angles = self.angles[start:start + T]                   # (T, Dh/2): positions start … start + T - 1
         x = self.tok_emb(idx)                                   # (B, T, C)
         for i, block in enumerate(self.blocks):
             x = block(x, angles, None if caches is None else caches[i])   # (B, T, C)
