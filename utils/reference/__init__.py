@@ -16,12 +16,15 @@ from .s08_ffn_norm_residual import (RMSNorm, layer_norm, FeedForward, SwiGLU, qu
 from .s09_rope import (rope_angles, apply_rope, apply_rope_interleaved, quiz_rope)
 from .s10_decoder_only_model import (DecoderLM, count_parameters, generate, top_p_filter)
 from .s11_real_models_and_training import (quiz_read_config, quiz_misconceptions)
+from .s12_what_heads_learn import (previous_token_score, induction_score, head_ablation_losses,
+    quiz_induction_heads)
 
 __all__ = ['Block', 'CausalSelfAttention', 'DecoderLM', 'FeedForward', 'GroupedQueryAttention', 'Head',
     'KVCache', 'MultiHeadAttention', 'RMSNorm', 'SwiGLU', 'apply_rope', 'apply_rope_interleaved', 'attention',
     'attention_flops', 'attention_scores', 'attention_weights_bytes', 'causal_mask', 'combine_masks',
-    'copy_heads_into', 'count_parameters', 'dot_product_variance', 'generate', 'is_causal', 'kv_cache_bytes',
-    'layer_norm', 'masked_softmax', 'merge_heads', 'padding_mask', 'project_qkv', 'quiz_attention_memory',
-    'quiz_complexity', 'quiz_ffn_share', 'quiz_head_width', 'quiz_kv_cache', 'quiz_misconceptions',
+    'copy_heads_into', 'count_parameters', 'dot_product_variance', 'generate', 'head_ablation_losses',
+    'induction_score', 'is_causal', 'kv_cache_bytes', 'layer_norm', 'masked_softmax', 'merge_heads',
+    'padding_mask', 'previous_token_score', 'project_qkv', 'quiz_attention_memory', 'quiz_complexity',
+    'quiz_ffn_share', 'quiz_head_width', 'quiz_induction_heads', 'quiz_kv_cache', 'quiz_misconceptions',
     'quiz_read_config', 'quiz_rope', 'repeat_kv', 'rope_angles', 'scaled_attention_scores', 'softmax',
     'softmax_jacobian', 'split_heads', 'tensor_shape_quiz', 'tiled_attention', 'top_p_filter']
