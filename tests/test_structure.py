@@ -33,6 +33,7 @@ CONTRACT = {
     "09_rope": ["rope_angles", "apply_rope", "apply_rope_interleaved"],
     "10_decoder_only_model": ["DecoderLM", "count_parameters", "generate", "top_p_filter"],
     "11_real_models_and_training": [],
+    "12_what_heads_learn": ["previous_token_score", "induction_score", "head_ablation_losses"],
 }
 
 
@@ -181,7 +182,7 @@ CODE_LINE = re.compile(r"\.\w+\([^)]*\)|\b(torch|F|nn|math)\.\w+\(|\w\[[^\]]*:[^
 
 
 def test_no_hint_hands_over_the_line_to_write():
-    lines = {code: hint for code, (_, hint) in CODES.items() if CODE_LINE.search(hint)}
+    lines = {code: hint for code, (_, *hints) in CODES.items() for hint in hints if CODE_LINE.search(hint)}
     assert not lines, f"hints holding code: {lines}"
     assert CODE_LINE.search("用 self.tril[:T, :T]。") and CODE_LINE.search("if temperature == 0: 贪心")
 
@@ -200,6 +201,8 @@ def test_environment_yml_matches_pyproject():
     env_text = (ROOT / "environment.yml").read_text(encoding="utf-8")
     assert "-e ." in env_text, "environment.yml must install the course package"
     assert "torch==2.13.0" in env_text, "environment.yml must pin the torch the course is tested with"
+    assert "- --extra-index-url https://download.pytorch.org/whl/cpu" in env_text, "CPU torch, not several GB of CUDA"
+    assert "- -c requirements.lock" in env_text, "the lockfile's versions, as course.py installs them"
     listed = {re.split(r"[<>=!~ ]", line.strip()[2:])[0].lower()
               for line in env_text.splitlines() if line.strip().startswith("- ") and ":" not in line}
     assert wanted <= listed, f"missing from environment.yml: {sorted(wanted - listed)}"
@@ -210,3 +213,32 @@ def test_ci_runs_the_readme_test_command():
     ci = (ROOT / ".ci" / "run").read_text(encoding="utf-8")
     assert "python3 course.py test" in readme and "python3 course.py test" in ci
     assert "python3 course.py lab" in readme
+
+
+# --- study times: each notebook states its own; 00's map and the README repeat it and add them up ---------
+
+def _map_rows(text: str) -> dict[str, str]:
+    """{section number: its 预计用时 cell} from a Markdown section table whose last column is the time."""
+    return {m.group(1): m.group(2) for m in re.finditer(r"^\| (\d\d) \|.*\| 约 ([^|]+?) \|$", text, re.MULTILINE)}
+
+
+def _hours(time: str) -> tuple[float, float]:
+    """'1.5–2.25 小时' → (1.5, 2.25); '55–80 分钟' → (55/60, 80/60); '3 小时' → (3, 3)."""
+    numbers = [float(n) for n in re.findall(r"\d+(?:\.\d+)?", time)]
+    unit = 60 if "分钟" in time else 1
+    return numbers[0] / unit, numbers[-1] / unit
+
+
+def test_the_course_map_states_each_sections_own_study_time_and_their_sum():
+    start = load_notebook("solutions", SECTIONS[0])
+    map_text = "\n".join("".join(c["source"]) for c in start["cells"] if c["cell_type"] == "markdown")
+    in_map = _map_rows(map_text)
+    readme = _map_rows((ROOT / "README.md").read_text(encoding="utf-8"))
+    assert sorted(in_map) == sorted(s[:2] for s in SECTIONS), "00's map lists every section with its time"
+    assert readme == in_map, "the README's table states the same times as 00's map"
+    for section in SECTIONS:
+        intro = "".join("".join(c["source"]) for c in load_notebook("solutions", section)["cells"][:4])
+        assert f"约 {in_map[section[:2]]}" in intro, f"{section}'s opening states the time the map gives it"
+    low, high = (sum(_hours(t)[i] for t in in_map.values()) for i in (0, 1))
+    total = re.search(r"全课合计约 (\d+)–(\d+) 小时", map_text)
+    assert total and (int(total[1]), int(total[2])) == (round(low), round(high)), (low, high)
