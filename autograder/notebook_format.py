@@ -15,6 +15,9 @@ A cells file is a sequence of cells, each opened by a header line:
     %% test <grade_id> <points>      locked autograded test cell (grade_id starts test_<name>)
     %% answer <grade_id> <points>    manually graded markdown answer (reference answer inside)
     %% export                        code copied into utils/reference (setup a solution needs)
+
+A header may end with the cell's tags in brackets, e.g. ``%% markdown [shows-answer:softmax]`` (a cell
+that shows an exercise's answer: the class edition leaves it out while that exercise is open).
 """
 from __future__ import annotations
 
@@ -33,7 +36,7 @@ __all__ = ["KINDS", "SCHEMA", "canonical", "cell_kind", "dumps", "exercise_of", 
            "nbgrader_meta", "new_notebook", "pack", "points", "read", "unpack", "visible_and_hidden"]
 
 SCHEMA = 3
-_HEADER = re.compile(r"^%% (\w+)(?: (\S+))?(?: (\d+))?\s*$")
+_HEADER = re.compile(r"^%% (\w+)(?: ([^\s\[]\S*))?(?: (\d+))?(?: \[([^\]]*)\])?\s*$")
 
 
 def nbgrader_meta(kind: str, grade_id: str | None, points: int | None) -> dict | None:
@@ -49,7 +52,8 @@ def nbgrader_meta(kind: str, grade_id: str | None, points: int | None) -> dict |
     return None
 
 
-def make_cell(kind: str, source: str, grade_id: str | None = None, points: int | None = None) -> dict:
+def make_cell(kind: str, source: str, grade_id: str | None = None, points: int | None = None,
+              tags: tuple[str, ...] = ()) -> dict:
     if kind not in KINDS:
         raise ValueError(f"unknown cell kind {kind!r}; expected one of {KINDS}")
     cell_type = "markdown" if kind in ("markdown", "answer") else "code"
@@ -57,8 +61,8 @@ def make_cell(kind: str, source: str, grade_id: str | None = None, points: int |
     nbg = nbgrader_meta(kind, grade_id, points)
     if nbg:
         metadata["nbgrader"] = nbg
-    if kind == "export":
-        metadata["tags"] = ["export"]
+    if tags := (["export"] if kind == "export" else []) + list(tags):
+        metadata["tags"] = tags
     cell = {"cell_type": cell_type, "id": "", "metadata": metadata, "source": source}
     if cell_type == "code":
         cell.update(execution_count=None, outputs=[])
@@ -112,9 +116,9 @@ def pack(text: str) -> dict:
 
     def flush():
         if header is not None:
-            kind, grade_id, points = header
+            kind, grade_id, points, tags = header
             cells.append(make_cell(kind, "\n".join(body).strip("\n"), grade_id,
-                                   int(points) if points else None))
+                                   int(points) if points else None, tuple(tags.split(",")) if tags else ()))
 
     for line in text.splitlines():
         match = _HEADER.match(line)
@@ -137,6 +141,8 @@ def unpack(nb: dict) -> str:
             head += f" {nbg['grade_id']}"
         if kind in ("test", "answer"):
             head += f" {nbg['points']}"
+        if tags := [t for t in cell.get("metadata", {}).get("tags", []) if not (kind == "export" and t == "export")]:
+            head += f" [{','.join(tags)}]"
         source = cell["source"] if isinstance(cell["source"], str) else "".join(cell["source"])
         parts.append(f"{head}\n{source}\n")
     return "\n".join(parts)

@@ -36,8 +36,8 @@ def root() -> Path:
 # tests to start with, then lets an idle worker steal from a busy one. So each share begins with
 # its part of the long tests (dealt round-robin, longest first) and ends with quick ones: every
 # worker starts on long work and the quick tests fill the gaps at the end.
-LONGEST_FIRST = ("test_grading.py", "test_browser.py", "test_sandbox.py", "test_exchange_flow.py",
-                 "test_bad_submissions.py", "test_notebooks_run.py")
+LONGEST_FIRST = ("test_exchange_flow.py", "test_hub.py", "test_class_edition.py", "test_grading.py",
+                 "test_bad_submissions.py", "test_browser.py", "test_sandbox.py", "test_notebooks_run.py")
 # Files whose tests share a module fixture that takes a minute (a graded class of attacks, an installed
 # class edition): dealt as one unit, so that one worker sets it up, not every worker.
 ONE_WORKER = ("test_sandbox.py", "test_class_edition.py")

@@ -6,6 +6,8 @@ the kernel builds from specs the check chooses (:func:`probe`); whether each is 
 its spec, by an oracle, and never enters the kernel."""
 from __future__ import annotations
 
+import contextlib
+
 import numpy as np
 import torch
 
@@ -50,12 +52,21 @@ def causal_masks(T: int) -> dict:
 
 
 class DeviceProbe:
-    """Stand-in for causal_mask's device test: calls ``fn(T, device=torch.device(device))`` and reports
-    the device its result lives on (None for no tensor). It judges nothing."""
+    """Stand-in for causal_mask's device test: where ``fn(T, device=...)`` puts its mask. It asks for the CPU
+    while the default device is meta: a mask made where it is asked lands on the CPU, one that ignores
+    ``device`` on meta. Only when that gives no CPU tensor (``.to(device)`` at the end cannot copy out of
+    meta) does it ask for meta itself; ops on meta tensors import sympy on first use, a second per kernel.
+    Returns [the device asked for, the device of the result (None for no tensor)]. It judges nothing."""
 
-    def __call__(self, fn, T: int, device: str):
-        out = fn(T, device=torch.device(device))
-        return str(out.device) if isinstance(out, torch.Tensor) else None
+    def __call__(self, fn, T: int) -> list:
+        with contextlib.suppress(Exception), torch.device("meta"):
+            if _device_of(fn(T, device=torch.device("cpu"))) == "cpu":
+                return ["cpu", "cpu"]
+        return ["meta", _device_of(fn(T, device=torch.device("meta")))]
+
+
+def _device_of(out) -> str | None:
+    return str(out.device) if isinstance(out, torch.Tensor) else None
 
 
 @check("causal_mask")
@@ -66,9 +77,9 @@ def check_causal_mask(extended: bool = False, seed: int = 0):
         _require_bool(got, masks["want"], f"T={T} 时掩码")
         expect(got, masks["want"], f"T={T} 时的因果掩码", masks["misconceptions"])
     # No GPU here: the meta device (shapes only, no data) shows whether device reaches the tensor made.
-    device = yield Call(New(f"{HERE}:DeviceProbe"), (CANDIDATE, 5, "meta"))
-    if device != "meta":
-        raise CheckError("ignores-device", "causal_mask(5, device=torch.device('meta')) 返回的掩码在 "
+    asked, device = yield Call(New(f"{HERE}:DeviceProbe"), (CANDIDATE, 5))
+    if device != asked:
+        raise CheckError("ignores-device", f"causal_mask(5, device=torch.device('{asked}')) 返回的掩码在 "
                                            f"{device} 上，而不在传进来的 device 上{OBSERVED}。")
 
 
