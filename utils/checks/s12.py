@@ -9,6 +9,7 @@ without its FFNs).
 """
 from __future__ import annotations
 
+import functools
 import math
 
 import torch
@@ -272,7 +273,16 @@ def _separated(truth: dict) -> bool:
 
 
 def ablation_case(sizes: dict, B: int, T: int, period: int, seed: int):
-    """Weights, tokens and the truth of one case: drawn again (a fixed sequence of seeds) until separated."""
+    """Weights, tokens and the truth of one case: drawn again (a fixed sequence of seeds) until separated.
+    The weights and tokens are copies (a candidate run in this process may write into what it is given); the
+    truth is only read."""
+    w, tokens, truth = _ablation_case(tuple(sizes.items()), B, T, period, seed)
+    return {name: value.clone() for name, value in w.items()}, tokens.clone(), truth
+
+
+@functools.lru_cache(maxsize=8)   # a case costs 30 ms (every head ablated, every misconception's table)
+def _ablation_case(sizes: tuple, B: int, T: int, period: int, seed: int):
+    sizes = dict(sizes)
     for attempt in range(20):
         w = model_weights(sizes, seed * 31 + attempt)
         tokens = repeating(B, T, period, sizes["vocab_size"], seed * 37 + attempt)
