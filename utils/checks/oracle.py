@@ -106,6 +106,12 @@ def instructor_only(fn: Callable) -> Callable:
     return wrapper
 
 
+def reusable() -> bool:
+    """Whether a result computed from oracles may be kept and reused without calling them again: nothing
+    records the calls (``course.py build``) and nothing answers them from stored results."""
+    return _recording is None and not stored_only()
+
+
 def stored_only() -> bool:
     """Whether oracles answer from stored results only (the class edition, or the full one replaying)."""
     return edition.IS_STUDENT or _replaying is not None

@@ -19,7 +19,7 @@ from . import math64
 from .common import fixed_weights, quiz_number
 from .compare import close, expect, quiz_answers, randn, require_tensor
 from .core import CheckError, check
-from .oracle import answer_key, instructor_only, matches, oracle
+from .oracle import answer_key, instructor_only, matches, oracle, reusable
 from .protocol import CANDIDATE, Call, Get, New
 
 EPS = 1e-6   # RMSNorm's default eps (section 08), the given model's norms
@@ -275,8 +275,9 @@ def _separated(truth: dict) -> bool:
 def ablation_case(sizes: dict, B: int, T: int, period: int, seed: int):
     """Weights, tokens and the truth of one case: drawn again (a fixed sequence of seeds) until separated.
     The weights and tokens are copies (a candidate run in this process may write into what it is given); the
-    truth is only read."""
-    w, tokens, truth = _ablation_case(tuple(sizes.items()), B, T, period, seed)
+    truth is only read. Kept for reuse only while the oracles compute (not while they are recorded or replayed)."""
+    find = _ablation_case if reusable() else _ablation_case.__wrapped__
+    w, tokens, truth = find(tuple(sizes.items()), B, T, period, seed)
     return {name: value.clone() for name, value in w.items()}, tokens.clone(), truth
 
 
