@@ -4,6 +4,9 @@ cache and on section 12's model without one —, the checks never train a model,
 read without colour and say their numbers."""
 from __future__ import annotations
 
+import contextlib
+import io
+
 import matplotlib
 import matplotlib.pyplot as plt
 import pytest
@@ -215,3 +218,22 @@ def test_the_score_tables_say_every_number(capsys):
     printed = capsys.readouterr().out
     assert all(f"{name} {value}" in printed for name, value in
                [("第 0 层头 0", "0.34"), ("第 0 层头 1", "0.48"), ("第 1 层头 0", "0.06"), ("第 1 层头 1", "0.02")])
+
+
+# --- the ablation cases' reuse never hides an oracle call from a recording -------------------------
+
+def test_a_recording_after_a_visible_check_still_stores_the_ablation_cases():
+    """A check run keeps its ablation cases for reuse (they cost 30 ms each); `course.py build` records what
+    the oracles return while the visible checks run. A case reused from an earlier run in the same process
+    would call no oracle, and the class edition would miss its stored result ("check-data-missing")."""
+    from utils import reference
+    from utils.checks import check_head_ablation_losses, oracle
+
+    def quietly():
+        with contextlib.redirect_stdout(io.StringIO()):
+            check_head_ablation_losses(reference.head_ablation_losses)
+
+    quietly()   # the cases of seed 0, computed and kept
+    with oracle.recording() as store:
+        quietly()
+    assert any(key.startswith("ablation_truth:") for key in store.get("s12", {}))
