@@ -26,6 +26,9 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
+from nbgrader.exchange import ExchangeError
+from nbgrader.exchange.abc import ExchangeList
+
 from . import kernel_pool
 
 Grader = Callable[[str], dict]  # student -> nbgrader's autograde result (success, error, log)
@@ -78,6 +81,7 @@ def nbgrader_grader(job: Job) -> Grader:
     app = course_app()
     config = app.config
     config.merge(job.overrides)
+    config.ExchangeFactory.list = Unlisted
     api = NbGraderAPI(config=config, log=app.log)
 
     def grade_one(student: str) -> dict:
@@ -85,6 +89,15 @@ def nbgrader_grader(job: Job) -> Grader:
             handler.setFormatter(logging.Formatter(f"  [{student}] %(levelname)s %(message)s"))
         return api.autograde(job.section, student, force=True, create=True)
     return grade_one
+
+
+class Unlisted(ExchangeList):
+    """The exchange's listing in a worker: none. nbgrader's API lists the exchange when it is made (for the
+    formgrader's pages); a worker only grades, and where the exchange is elsewhere or absent (another machine's
+    course, a test) the listing logged "Unwritable directory, please contact your instructor" as CRITICAL."""
+
+    def start(self):
+        raise ExchangeError("a grading worker lists no exchange")
 
 
 def limit_memory(megabytes: int) -> None:

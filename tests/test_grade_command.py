@@ -492,3 +492,16 @@ def test_a_worker_killed_for_overrunning_leaves_no_temporary_files(tmp_path):
         worker.close()
     assert folder.is_relative_to(worker.scratch), "the kernels' temporary files are in the worker's folder"
     assert not Path(worker.scratch).exists()
+
+
+def test_a_worker_lists_no_exchange_and_logs_nothing_of_it(tmp_path, monkeypatch, capsys):
+    """nbgrader's API lists the exchange when it is made; in a worker (which only grades) that logged
+    "Unwritable directory, please contact your instructor" as CRITICAL wherever the exchange is absent."""
+    from autograder.worker import nbgrader_grader
+
+    course = Course.create(tmp_path / "course", [SECTION])
+    monkeypatch.chdir(course.root)
+    config = Config()
+    config.Exchange.root = str(tmp_path / "no-exchange-here")
+    nbgrader_grader(Job(SECTION, str(course.root), config, 6144, dict(os.environ)))
+    assert "Unwritable directory" not in capsys.readouterr().err
