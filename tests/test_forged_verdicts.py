@@ -18,6 +18,7 @@ import pytest
 from autograder import grade
 
 from .bugbank import all_variants
+from .bugbank.s03 import head
 from .nbgrader_course import Course, slim, with_solution
 
 SECTION = "03_single_head_attention"
@@ -25,18 +26,7 @@ ATTENTION = ("test_attention", "test_attention_hidden")
 HEAD = ("test_Head", "test_Head_hidden")
 RIGHT = {v.exercise: v.source for v in all_variants() if v.expected is None and v.exercise in ("attention", "Head")}
 
-ZERO_HEAD = '''
-class Head(nn.Module):
-    def __init__(self, head_size, n_embed, context_length):
-        super().__init__()
-        self.key = nn.Linear(n_embed, head_size, bias=False)
-        self.query = nn.Linear(n_embed, head_size, bias=False)
-        self.value = nn.Linear(n_embed, head_size, bias=False)
-        self.register_buffer("tril", torch.tril(torch.ones(context_length, context_length)))
-
-    def forward(self, x):
-        return torch.zeros(*x.shape[:-1], self.key.out_features)
-'''
+ZERO_HEAD = head(body="return torch.zeros(B, T, self.key.out_features)")   # a Head whose output is all zeros
 # Each lie is appended to the Head cell: (what it does, its code).
 LIES = {
     # the checks' comparisons in the kernel made to agree with anything (what disarmed the old guard)
