@@ -67,7 +67,7 @@ def notebook_rows(kind: str) -> Iterator[Row]:
     """Wall time of every notebook of ``solutions`` or ``notebooks``, then their sum."""
     total = 0.0
     for section in section_ids():
-        _, seconds = execute(ROOT / kind / section / f"{section}.ipynb", allow_errors=kind == RELEASE_DIR)
+        seconds = execute(ROOT / kind / section / f"{section}.ipynb", allow_errors=kind == RELEASE_DIR).seconds
         total += seconds
         yield Row(f"{kind}/{section}", f"{seconds:.1f} 秒")
     yield Row(f"{kind}/ 合计", f"{total:.1f} 秒")

@@ -14,28 +14,31 @@ from autograder.execute import errors, execute, stream_text
 
 from .conftest import SECTIONS, notebook_path
 
-# Wall-clock seconds under the full suite (four pytest workers on two cores: about twice the idle time).
-# 12 trains three models (two attention-only, 500 steps each, and 11's character model): 58 s idle.
-BUDGET_SECONDS = {"00_start_here": 30, "01_qkv_and_scores": 30, "02_scaling_and_softmax": 30,
-                  "03_single_head_attention": 30, "04_masks": 45, "05_multi_head_attention": 45,
-                  "06_complexity_and_memory": 60, "07_gqa_and_kv_cache": 60, "08_ffn_norm_residual": 60,
-                  "09_rope": 45, "10_decoder_only_model": 30,
-                  "11_real_models_and_training": 90, "12_what_heads_learn": 150}
+# The kernel's CPU seconds, with one torch thread (as `python3 course.py test` sets): unlike the wall
+# time, it hardly grows when the suite's other workers share the two cores (a wall-clock budget
+# failed under their load with 91.5 s for 11, 38 s alone). About 1.5-2 times the time measured alone
+# (00: 4.5 s ... 08: 13.7 s, 11: 32 s, 12: 60 s); a learner with two threads waits about as long.
+# 12 trains three models (two attention-only, 500 steps each, and 11's character model).
+BUDGET_CPU_SECONDS = {"00_start_here": 10, "01_qkv_and_scores": 15, "02_scaling_and_softmax": 15,
+                      "03_single_head_attention": 15, "04_masks": 15, "05_multi_head_attention": 20,
+                      "06_complexity_and_memory": 15, "07_gqa_and_kv_cache": 15, "08_ffn_norm_residual": 25,
+                      "09_rope": 20, "10_decoder_only_model": 10,
+                      "11_real_models_and_training": 55, "12_what_heads_learn": 100}
 
 
 def test_every_section_has_a_budget():
-    assert set(SECTIONS) <= set(BUDGET_SECONDS)
+    assert set(SECTIONS) <= set(BUDGET_CPU_SECONDS)
 
 
 @pytest.mark.slow
 @pytest.mark.parametrize("section", SECTIONS)
 def test_solution_notebook_runs_and_passes_its_checks(section):
-    nb, seconds = execute(notebook_path("solutions", section))
+    nb, seconds, cpu_seconds = execute(notebook_path("solutions", section))
     assert not errors(nb)
     test_cells = [c for c in nb.cells if c.metadata.get("nbgrader", {}).get("grade") and c.cell_type == "code"]
     for cell in test_cells:
         if "HIDDEN TESTS" not in cell.source:
             assert "✓" in stream_text(cell), f"check cell printed no pass line: {cell.source!r}"
         assert not stream_text(cell, "stderr"), "stderr in a graded cell costs points in nbgrader"
-    print(f"{section}: {seconds:.1f} s")
-    assert seconds <= BUDGET_SECONDS[section], f"{section} took {seconds:.1f} s"
+    print(f"{section}: {cpu_seconds:.1f} CPU s in {seconds:.1f} s")
+    assert 0 < cpu_seconds <= BUDGET_CPU_SECONDS[section], f"{section}: its kernel took {cpu_seconds:.1f} CPU s"
