@@ -35,13 +35,9 @@ def root() -> Path:
 # pytest-xdist's worksteal scheduler gives each worker one contiguous share of the collected
 # tests to start with, then lets an idle worker steal from a busy one. So each share begins with
 # its part of the long tests (dealt round-robin, longest first) and ends with quick ones: every
-# worker starts on long work and the quick tests fill the gaps at the end. After the minutes-long
-# files come those with tests of 30-60 s: left among the quick ones, they started in the last minute
-# and ran alone there (a timeline of a full run: 60 s of link attacks on one worker, three idle).
+# worker starts on long work and the quick tests fill the gaps at the end.
 LONGEST_FIRST = ("test_exchange_flow.py", "test_hub.py", "test_class_edition.py", "test_grading.py",
-                 "test_bad_submissions.py", "test_browser.py", "test_sandbox.py", "test_notebooks_run.py",
-                 "test_link_attacks.py", "test_forged_verdicts.py", "test_sandbox_limits.py", "test_report.py",
-                 "test_honest_submissions.py", "test_grade_command.py", "test_structure.py")
+                 "test_bad_submissions.py", "test_browser.py", "test_sandbox.py", "test_notebooks_run.py")
 # Files whose tests share a module fixture that takes a minute (a graded class of attacks, an installed
 # class edition): dealt as one unit, so that one worker sets it up, not every worker.
 ONE_WORKER = ("test_sandbox.py", "test_class_edition.py")

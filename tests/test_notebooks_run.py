@@ -40,5 +40,8 @@ def test_solution_notebook_runs_and_passes_its_checks(section):
         if "HIDDEN TESTS" not in cell.source:
             assert "✓" in stream_text(cell), f"check cell printed no pass line: {cell.source!r}"
         assert not stream_text(cell, "stderr"), "stderr in a graded cell costs points in nbgrader"
+    if cpu_seconds is None:
+        pytest.skip(f"{section} ran and passed its checks in {seconds:.1f} s; its CPU budget is not checked "
+                    "here: the kernel's CPU time is read from /proc (Linux)")
     print(f"{section}: {cpu_seconds:.1f} CPU s in {seconds:.1f} s")
     assert 0 < cpu_seconds <= BUDGET_CPU_SECONDS[section], f"{section}: its kernel took {cpu_seconds:.1f} CPU s"
