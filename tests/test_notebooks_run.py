@@ -16,8 +16,8 @@ from .conftest import SECTIONS, notebook_path
 
 # The kernel's CPU seconds, with one torch thread (as `python3 course.py test` sets): unlike the wall
 # time, it hardly grows when the suite's other workers share the two cores (a wall-clock budget
-# failed under their load with 91.5 s for 11, 38 s alone). About 1.5-2 times the time measured alone
-# (00: 4.5 s ... 08: 13.7 s, 11: 32 s, 12: 60 s); a learner with two threads waits about as long.
+# failed under their load with 91.5 s for 11, 38 s alone). About 1.5-2 times the CPU time measured alone
+# or more (00: 3-4.5 s, 08: 14 s, 11: 32 s, 12: 60 s); a learner with two threads waits about as long.
 # 12 trains three models (two attention-only, 500 steps each, and 11's character model).
 BUDGET_CPU_SECONDS = {"00_start_here": 10, "01_qkv_and_scores": 15, "02_scaling_and_softmax": 15,
                       "03_single_head_attention": 15, "04_masks": 15, "05_multi_head_attention": 20,
