@@ -25,6 +25,8 @@ Only collecting changes: the students' side stays nbgrader's (their environment 
 and what it writes is only ever read here. The grading account's config::
 
     c.ExchangeFactory.collect = "autograder.exchange.ExchangeCollect"
+
+A grading worker of ``python -m autograder.grade`` lists no exchange at all (:class:`Unlisted`).
 """
 from __future__ import annotations
 
@@ -36,6 +38,8 @@ import stat
 from dataclasses import dataclass, field
 
 from nbgrader.api import Gradebook, MissingEntry
+from nbgrader.exchange import ExchangeError
+from nbgrader.exchange.abc import ExchangeList
 from nbgrader.exchange.default import collect
 from nbgrader.utils import check_mode
 
@@ -223,3 +227,13 @@ class ExchangeCollect(collect.ExchangeCollect):
         stamp = handin.changed.replace(tzinfo=datetime.timezone.utc).strftime(self.timestamp_format)
         with open(os.path.join(dest, WRITTEN_BY_COLLECT), "w", encoding="utf-8") as fh:
             fh.write(stamp)
+
+
+class Unlisted(ExchangeList):
+    """The exchange's listing in a grading worker (autograder/worker.py): none. nbgrader's API lists the
+    exchange when it is made (for the formgrader's pages); a worker only grades, and where the exchange is
+    elsewhere or absent (another machine's course, a test) the listing logged "Unwritable directory, please
+    contact your instructor" as CRITICAL."""
+
+    def start(self):
+        raise ExchangeError("a grading worker lists no exchange")

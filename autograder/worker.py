@@ -26,18 +26,16 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from nbgrader.exchange import ExchangeError
-from nbgrader.exchange.abc import ExchangeList
-
 from . import kernel_pool
 
 Grader = Callable[[str], dict]  # student -> nbgrader's autograde result (success, error, log)
 # Workers are forked from a server that imported these once (no fork of the scheduler, its threads and
 # pipes). Only what a worker needs before it is ready: the server imports them while the scheduler imports
 # nbgrader too; preloading what the first submission imports (nbclient, sqlalchemy …) made the workers
-# start later than each importing it on its own core (measured: 0.3-0.6 s per run).
+# start later than each importing it on its own core (measured: 0.3-0.6 s per run). The last one lets the
+# server end without a teardown (autograder/forkserver_exit.py).
 CONTEXT = multiprocessing.get_context("forkserver")
-PRELOAD = ["autograder.worker", "nbgrader.apps.autogradeapp", "autograder.judge"]
+PRELOAD = ["autograder.worker", "nbgrader.apps.autogradeapp", "autograder.judge", "autograder.forkserver_exit"]
 
 
 @dataclass(frozen=True)
@@ -78,6 +76,8 @@ def nbgrader_grader(job: Job) -> Grader:
     """In a worker: nbgrader's autograde, configured once like the CLI, for one student at a time."""
     from nbgrader.apps import NbGraderAPI
 
+    from .exchange import Unlisted
+
     app = course_app()
     config = app.config
     config.merge(job.overrides)
@@ -89,15 +89,6 @@ def nbgrader_grader(job: Job) -> Grader:
             handler.setFormatter(logging.Formatter(f"  [{student}] %(levelname)s %(message)s"))
         return api.autograde(job.section, student, force=True, create=True)
     return grade_one
-
-
-class Unlisted(ExchangeList):
-    """The exchange's listing in a worker: none. nbgrader's API lists the exchange when it is made (for the
-    formgrader's pages); a worker only grades, and where the exchange is elsewhere or absent (another machine's
-    course, a test) the listing logged "Unwritable directory, please contact your instructor" as CRITICAL."""
-
-    def start(self):
-        raise ExchangeError("a grading worker lists no exchange")
 
 
 def limit_memory(megabytes: int) -> None:
