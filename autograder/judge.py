@@ -23,6 +23,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from queue import Empty
 from time import monotonic
+from uuid import uuid4
 
 from jupyter_core.utils import ensure_async, run_sync
 from nbclient.exceptions import CellTimeoutError, DeadKernelError
@@ -35,7 +36,7 @@ from utils.checks.core import CheckError, Driver, pass_line
 from utils.checks.protocol import Failure, Observed
 
 Ask = Callable[[str], str]   # one protocol message to the kernel -> its answer (protocol text)
-AGENT = "__import__('utils.checks.agent', fromlist=['serve_request'])"
+AGENT = "__import__('utils.checks.agent', fromlist=['listen'])"
 # A check's fresh seed is drawn below this: a million, more than a kernel can tell apart in advance, and
 # small enough that a check adding its seed to float32 data (values that name their place) stays exact.
 SEEDS = 1_000_000
@@ -177,51 +178,72 @@ def _error(err: CheckError, exercise: str) -> NotebookNode:
                         traceback=err._render_traceback_())
 
 
-# --- the way to the kernel: execute requests on the executing client ---------------------------------
+# --- the way to the kernel: a comm on the executing client ------------------------------------------
 
 def kernel_ask(client, cell, timeout: float) -> Ask:
-    """Ask through ``client`` (nbclient's NotebookClient running the notebook) for one test cell: the whole
-    cell has ``timeout`` seconds; past it the kernel is interrupted and CellTimeoutError raised (the
-    executor then tries the cell once more in a fresh kernel, as for any cell)."""
-    deadline = monotonic() + timeout
+    """Ask through ``client`` (nbclient's NotebookClient running the notebook) for one test cell: the first
+    message tells the agent to listen and opens a comm to it (utils/checks/agent.py's ``listen``), each
+    message goes as one comm message. The whole cell has ``timeout`` seconds; past it the kernel is
+    interrupted and CellTimeoutError raised (the executor then tries the cell once more in a fresh kernel,
+    as for any cell)."""
+    deadline, comm_id, opened = monotonic() + timeout, uuid4().hex, []
 
     def ask(message: str) -> str:
-        return run_sync(_ask)(client, cell, message, deadline, timeout)
+        if not opened:
+            run_sync(_open)(client, cell, comm_id, deadline, timeout)
+            opened.append(comm_id)
+        return run_sync(_ask)(client, cell, comm_id, message, deadline, timeout)
     return ask
 
 
-async def _ask(client, cell, message: str, deadline: float, timeout: float) -> str:
-    """One execute request whose code calls the agent and whose metadata carries the message."""
-    content = {"code": f"{AGENT}.serve_request()", "silent": True, "store_history": False,
-               "user_expressions": {"reply": f"{AGENT}.REPLY"}, "allow_stdin": False, "stop_on_error": False}
-    request = client.kc.session.msg("execute_request", content, metadata={agent.METADATA_KEY: message})
+async def _open(client, cell, comm_id: str, deadline: float, timeout: float) -> None:
+    """Have the agent listen (one short execute request), then open the comm to it."""
+    content = {"code": f"{AGENT}.listen()", "silent": True, "store_history": False, "allow_stdin": False,
+               "stop_on_error": False}
+    request = client.kc.session.msg("execute_request", content)
     client.kc.shell_channel.send(request)
-    msg_id = request["header"]["msg_id"]
+    reply = {"parent_header": {}}
+    while reply["parent_header"].get("msg_id") != request["header"]["msg_id"]:
+        reply = await _next(client.kc.shell_channel, client, cell, deadline, timeout)
+    if reply["content"].get("status") != "ok":
+        raise protocol.ProtocolError("the kernel's agent does not listen")
+    client.kc.shell_channel.send(client.kc.session.msg("comm_open", {"comm_id": comm_id, "target_name": agent.TARGET,
+                                                                     "data": {}}))
+
+
+async def _ask(client, cell, comm_id: str, message: str, deadline: float, timeout: float) -> str:
+    """One comm message to the agent, and its answer: the comm message the kernel sends back while it handles
+    ours (the kernel going idle first means there is none: ProtocolError)."""
+    request = client.kc.session.msg("comm_msg", {"comm_id": comm_id, "data": {"message": message}})
+    client.kc.shell_channel.send(request)
+    while True:
+        reply = await _next(client.kc.iopub_channel, client, cell, deadline, timeout)
+        if reply["parent_header"].get("msg_id") != request["header"]["msg_id"]:
+            continue
+        if reply["msg_type"] == "comm_msg" and reply["content"].get("comm_id") == comm_id:
+            return _answer_text(reply["content"].get("data"))
+        if reply["msg_type"] == "status" and reply["content"].get("execution_state") == "idle":
+            raise protocol.ProtocolError("the kernel did not answer the call")
+
+
+async def _next(channel, client, cell, deadline: float, timeout: float) -> dict:
+    """The next message on ``channel`` before the deadline (then the kernel is interrupted, and
+    CellTimeoutError); DeadKernelError if the kernel has died meanwhile."""
     while True:
         left = deadline - monotonic()
         if left <= 0:
             await ensure_async(client.km.interrupt_kernel())
             raise CellTimeoutError.error_from_timeout_and_cell("the judge's calls timed out", timeout, cell)
         try:
-            reply = await ensure_async(client.kc.shell_channel.get_msg(timeout=min(left, 1.0)))
+            return await ensure_async(channel.get_msg(timeout=min(left, 1.0)))
         except Empty:
             if not await ensure_async(client.kc.is_alive()):
                 raise DeadKernelError("Kernel died") from None
-            continue
-        if reply["parent_header"].get("msg_id") == msg_id:
-            return _answer_text(reply["content"])
 
 
-def _answer_text(content: dict) -> str:
-    """The agent's answer (its REPLY, a str) out of an execute_reply; ProtocolError for anything else."""
-    try:
-        expression = content["user_expressions"]["reply"]
-        text = expression["data"]["text/plain"]
-        if content["status"] != "ok" or expression["status"] != "ok" or len(text) > 2 * protocol.MAX_BYTES:
-            raise ValueError
-        answer = ast.literal_eval(text)
-    except (KeyError, TypeError, ValueError, SyntaxError, MemoryError, RecursionError):
-        raise protocol.ProtocolError("the kernel did not answer the call") from None
-    if not isinstance(answer, str):
+def _answer_text(data) -> str:
+    """The agent's answer (protocol text) out of its comm message's data; ProtocolError for anything else."""
+    answer = data.get("reply") if isinstance(data, dict) else None
+    if not isinstance(answer, str) or len(answer) > 2 * protocol.MAX_BYTES:
         raise protocol.ProtocolError("the kernel's answer is not protocol text")
     return answer

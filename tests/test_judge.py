@@ -14,7 +14,7 @@ from autograder import judge
 from utils.checks import protocol
 from utils.checks.codes import parse_code
 from utils.checks.core import CheckError
-from utils.checks.protocol import CANDIDATE, Call, Failure, Handle, Layout, ProtocolError, Record, Watch
+from utils.checks.protocol import CANDIDATE, MAX_BYTES, Call, Failure, Handle, Layout, ProtocolError, Record, Watch
 
 
 @pytest.mark.parametrize("value", [
@@ -96,20 +96,15 @@ def test_the_first_message_of_a_check_begins_a_session():
     assert [m["begin"] for m in sent] == [True, False] and {m["name"] for m in sent} == {"attention"}
 
 
-@pytest.mark.parametrize("content", [
-    {"status": "error"}, {"status": "ok", "user_expressions": {}},
-    {"status": "ok", "user_expressions": {"reply": {"status": "error", "data": {"text/plain": "'x'"}}}},
-    {"status": "ok", "user_expressions": {"reply": {"status": "ok", "data": {"text/plain": "42"}}}},
-    {"status": "ok", "user_expressions": {"reply": {"status": "ok", "data": {"text/plain": "__import__('os')"}}}},
-])
-def test_an_execute_reply_without_the_agents_text_is_refused(content):
+@pytest.mark.parametrize("data", [None, "x", {}, {"reply": 42}, {"reply": ["x"]}, {"error": "x"},
+                                  {"reply": "x" * (2 * MAX_BYTES + 1)}])
+def test_a_comm_message_without_the_agents_text_is_refused(data):
     with pytest.raises(ProtocolError):
-        judge._answer_text(content)
+        judge._answer_text(data)
 
 
-def test_the_agents_text_is_read_from_the_reply():
-    content = {"status": "ok", "user_expressions": {"reply": {"status": "ok", "data": {"text/plain": repr('{"a"')}}}}
-    assert judge._answer_text(content) == '{"a"'
+def test_the_agents_text_is_read_from_its_comm_message():
+    assert judge._answer_text({"reply": '{"a"'}) == '{"a"'
 
 
 def test_the_written_outcome_is_the_code_the_finding_and_the_first_hint_only():
@@ -119,3 +114,51 @@ def test_the_written_outcome_is_the_code_the_finding_and_the_first_hint_only():
     text = "\n".join(output.traceback)
     entry = err.entry
     assert entry.idea in text and entry.where not in text and "hint=2" in text
+
+
+# --- the channel to a real kernel ------------------------------------------------------------------------
+
+RIGHT_SOFTMAX = "import torch\ndef softmax(x, dim=-1):\n    e = torch.exp(x - x.max(dim=dim, keepdim=True).values)\n" \
+                "    return e / e.sum(dim=dim, keepdim=True)\n"
+# A right softmax in a kernel whose end of the judge's channel is broken: each gets no mark, and at once.
+BROKEN_CHANNELS = {
+    "silent": "from utils.checks import agent\nagent._answer = lambda comm, message: None\n",
+    "deaf": "from utils.checks import agent\nagent.listen = lambda: 1 / 0\n",
+    "no-text": "from utils.checks import agent\nagent._answer = lambda comm, message: comm.send({'reply': 42})\n",
+}
+CELL_SECONDS = 60
+
+
+def judged_softmax(tmp_path, code: str) -> tuple[list, float]:
+    """The outputs the judge writes for ``check_softmax(softmax)`` after ``code`` ran in a real grading kernel,
+    and how long the notebook took."""
+    import time
+
+    import nbformat
+    from traitlets.config import Config
+
+    from autograder.config import configure
+    from autograder.preprocessors import ResilientExecute
+
+    config = Config()
+    configure(config)
+    config.ResilientExecute.timeout = CELL_SECONDS
+    test = nbformat.v4.new_code_cell("check_softmax(softmax)", metadata={"nbgrader": {
+        "grade": True, "solution": False, "locked": True, "grade_id": "test_softmax", "points": 1}})
+    nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell(code), test])
+    start = time.monotonic()
+    ResilientExecute(config=config).preprocess(nb, {"metadata": {"path": str(tmp_path)}})
+    return nb.cells[1].outputs, time.monotonic() - start
+
+
+@pytest.mark.parametrize("broken", BROKEN_CHANNELS)
+def test_a_kernel_that_breaks_the_channel_gets_no_mark_without_waiting_out_the_cell(tmp_path, broken):
+    outputs, seconds = judged_softmax(tmp_path, RIGHT_SOFTMAX + BROKEN_CHANNELS[broken])
+    errors = [o for o in outputs if o.output_type == "error"]
+    assert errors and parse_code(errors[0].evalue) == "crashed" and "读不懂内核的回答" in errors[0].evalue, outputs
+    assert seconds < CELL_SECONDS / 2, f"the judge waited {seconds:.0f} s for an answer that could not come"
+
+
+def test_the_same_kernel_with_the_channel_intact_passes(tmp_path):
+    outputs, _ = judged_softmax(tmp_path, RIGHT_SOFTMAX)
+    assert [o.output_type for o in outputs] == ["stream"] and "✓" in outputs[0].text, outputs

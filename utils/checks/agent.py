@@ -2,8 +2,8 @@
 back what came out, as data.
 
 It judges nothing. In the learner's notebook the check's own process uses a :class:`Session` directly;
-in grading, the judge (autograder/judge.py) sends each call as a protocol message to :func:`serve`,
-in the student's kernel, and reads the answer from :data:`REPLY`. Whatever the student's code does
+in grading, the judge (autograder/judge.py) sends each call as a protocol message on a comm (:func:`listen`)
+to :func:`serve`, in the student's kernel, and gets the answer back on it. Whatever the student's code does
 to this module can only change the answers, never the verdict, which the judge computes from them.
 
 An answer is the call's result as data (:func:`export`), a :class:`~protocol.Handle` for an object
@@ -347,15 +347,26 @@ def hooked(module, names: tuple[str, ...], seen: dict):
 # --- the judge's way in ---------------------------------------------------------------------------
 
 SESSIONS: dict[str, Session] = {}
-REPLY = ""   # the last answer, as protocol text: the judge reads it through user_expressions
-METADATA_KEY = "attention-course"   # where an execute request carries the judge's message
+REPLY = ""   # the last answer, as protocol text
+TARGET = "attention-course-judge"   # the comm target the judge opens in a grading kernel
 
 
-def serve_request() -> None:
-    """Answer the judge's message carried in the metadata of the execute request being run (the code of
-    the request stays one short line: a long literal would cost the kernel more to parse than the call)."""
-    parent = get_ipython().kernel.get_parent()   # noqa: F821  (the judge talks to IPython kernels only)
-    serve(parent["metadata"][METADATA_KEY])
+def listen() -> None:
+    """Let the judge talk to this kernel: a comm it opens to :data:`TARGET` gets each of its messages
+    answered by :func:`serve`, on the same comm. (A comm is the Jupyter protocol's own way for code in a
+    kernel to exchange messages with the other side; the kernel handles one without running a cell.)"""
+    from comm import get_comm_manager
+
+    get_comm_manager().register_target(TARGET, _opened)
+
+
+def _opened(comm, _open_message) -> None:
+    comm.on_msg(lambda message: _answer(comm, message))
+
+
+def _answer(comm, message) -> None:
+    serve(message["content"]["data"]["message"])
+    comm.send({"reply": REPLY})
 
 
 def serve(message: str) -> None:
