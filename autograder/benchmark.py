@@ -9,7 +9,7 @@
   ``nbgrader autograde`` with the course's configuration, and ``python -m autograder.grade`` (also
   with every kernel started on its own, ``fork_kernels = False``, and with the figures rendered,
   ``draw_figures = True``), with the ratios of the latter to both; and ``autograder.grade`` on a
-  whole class (``--class-size``);
+  whole class (``--class-size``); the three runs the ratios compare are each the median of ``--repeats`` runs;
 * the floor of one submission: start a kernel and ``import torch``.
 
     python -m autograder.benchmark                       # everything (a few minutes)
@@ -31,6 +31,7 @@ import json
 import os
 import platform
 import shutil
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -115,10 +116,18 @@ def make_course(root: Path, sections: list[str], students: int) -> None:
             (folder / f"{section}.ipynb").write_text(json.dumps(solved, ensure_ascii=False), encoding="utf-8")
 
 
-def timed(cmd: list[str], root: Path, jobs: int) -> float:
-    start = time.perf_counter()
-    subprocess.run(cmd, cwd=root, env=child_env(jobs), check=True, capture_output=True)
-    return time.perf_counter() - start
+def timed(cmd: list[str], course: Path, jobs: int, repeats: int = 1) -> float:
+    """The median wall time of ``cmd`` over ``repeats`` runs, each in a fresh copy of ``course`` (copied before
+    its clock starts; ``course`` itself stays ungraded)."""
+    times = []
+    for k in range(repeats):
+        copy = course.with_name(f"{course.name}-run{k}")
+        shutil.copytree(course, copy)
+        start = time.perf_counter()
+        subprocess.run(cmd, cwd=copy, env=child_env(jobs), check=True, capture_output=True)
+        times.append(time.perf_counter() - start)
+        shutil.rmtree(copy)
+    return statistics.median(times)
 
 
 def plain_course(course: Path) -> None:
@@ -139,11 +148,13 @@ GRADING_VARIANTS = {"": "",
                     "，渲染演示图": "c.ResilientExecute.draw_figures = True\n"}
 
 
-def grading_rows(sections: list[str], students: int, jobs: int, class_size: int) -> Iterator[Row]:
+def grading_rows(sections: list[str], students: int, jobs: int, class_size: int, repeats: int) -> Iterator[Row]:
     """Submissions per minute for each section: plain nbgrader (its own defaults), sequential nbgrader
     with the course's configuration and autograder.grade, the latter also with kernels started one by
     one (``fork_kernels = False``), with the figures rendered (``draw_figures = True``), and for a whole
-    class (start-up shared by more students); and how many times faster autograder.grade is."""
+    class (start-up shared by more students); and how many times faster autograder.grade is. The three runs the
+    ratios compare are each the median of ``repeats`` runs (the same run on this machine varies by up to 20 %)."""
+    median = f"，{repeats} 次的中位数" if repeats > 1 else ""
     parallel_cmd = [sys.executable, "-m", "autograder.grade", "--jobs", str(jobs)]
     with tempfile.TemporaryDirectory() as tmp:
         for section in sections:
@@ -157,15 +168,16 @@ def grading_rows(sections: list[str], students: int, jobs: int, class_size: int)
                 shutil.copytree(sequential, course)  # before grading: the same gradebook, no grades yet
                 with (course / "nbgrader_config.py").open("a", encoding="utf-8") as f:
                     f.write(config)
-            t_plain = timed(nbgrader_cmd("autograde", section, "--force"), plain, 1)
-            yield Row(f"{section}：nbgrader autograde，nbgrader 自己的默认配置（顺序，{students} 份）",
+            t_plain = timed(nbgrader_cmd("autograde", section, "--force"), plain, 1, repeats)
+            yield Row(f"{section}：nbgrader autograde，nbgrader 自己的默认配置（顺序，{students} 份{median}）",
                       per_minute(students, t_plain))
-            t_seq = timed(nbgrader_cmd("autograde", section, "--force"), sequential, 1)
-            yield Row(f"{section}：nbgrader autograde，课程配置（顺序，{students} 份）", per_minute(students, t_seq))
+            t_seq = timed(nbgrader_cmd("autograde", section, "--force"), sequential, 1, repeats)
+            yield Row(f"{section}：nbgrader autograde，课程配置（顺序，{students} 份{median}）",
+                      per_minute(students, t_seq))
             t_par = {}
             for course, name in zip(variants, GRADING_VARIANTS):
-                t_par[name] = timed([*parallel_cmd, section], course, jobs)
-                yield Row(f"{section}：autograder.grade --jobs {jobs}{name}",
+                t_par[name] = timed([*parallel_cmd, section], course, jobs, 1 if name else repeats)
+                yield Row(f"{section}：autograder.grade --jobs {jobs}{name or median}",
                           f"{60 * students / t_par[name]:.1f} 份/分钟")
             yield Row(f"{section}：autograder.grade ÷ nbgrader 默认配置", f"快 {t_plain / t_par['']:.2f}×")
             yield Row(f"{section}：autograder.grade ÷ 课程配置顺序评分", f"快 {t_seq / t_par['']:.2f}×")
@@ -216,10 +228,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--students", type=int, default=12)
     parser.add_argument("--class-size", type=int, default=40, help="students of the whole-class grading run")
     parser.add_argument("--jobs", type=int, default=os.cpu_count() or 1)
+    parser.add_argument("--repeats", type=int, default=3, help="runs of each timing the ratios compare (the median)")
     args = parser.parse_args(argv)
     measure = {"notebooks": lambda: itertools.chain(notebook_rows(SOURCE_DIR), notebook_rows(RELEASE_DIR)),
                "checks": check_rows,
-               "grading": lambda: grading_rows(args.sections, args.students, args.jobs, args.class_size),
+               "grading": lambda: grading_rows(args.sections, args.students, args.jobs, args.class_size, args.repeats),
                "floor": lambda: [Row("下限：启动内核 + import torch", f"{floor_seconds():.2f} 秒/份")]}
     started, rows = time.monotonic(), []
     for part in (p for p in PARTS if p in args.parts):
