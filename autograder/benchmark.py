@@ -9,7 +9,7 @@
   ``nbgrader autograde`` with the course's configuration, and ``python -m autograder.grade`` (also
   with every kernel started on its own, ``fork_kernels = False``, and with the figures rendered,
   ``draw_figures = True``), with the ratios of the latter to both; and ``autograder.grade`` on a
-  whole class (``--class-size``); the three runs the ratios compare are each the median of ``--repeats`` runs;
+  whole class (``--class-size``); the three runs the ratios compare are measured in ``--repeats`` rounds (medians);
 * the floor of one submission: start a kernel and ``import torch``.
 
     python -m autograder.benchmark                       # everything (a few minutes)
@@ -116,18 +116,16 @@ def make_course(root: Path, sections: list[str], students: int) -> None:
             (folder / f"{section}.ipynb").write_text(json.dumps(solved, ensure_ascii=False), encoding="utf-8")
 
 
-def timed(cmd: list[str], course: Path, jobs: int, repeats: int = 1) -> float:
-    """The median wall time of ``cmd`` over ``repeats`` runs, each in a fresh copy of ``course`` (copied before
-    its clock starts; ``course`` itself stays ungraded)."""
-    times = []
-    for k in range(repeats):
-        copy = course.with_name(f"{course.name}-run{k}")
-        shutil.copytree(course, copy)
-        start = time.perf_counter()
-        subprocess.run(cmd, cwd=copy, env=child_env(jobs), check=True, capture_output=True)
-        times.append(time.perf_counter() - start)
-        shutil.rmtree(copy)
-    return statistics.median(times)
+def timed(cmd: list[str], course: Path, jobs: int) -> float:
+    """The wall time of ``cmd`` run in a fresh copy of ``course`` (copied before the clock starts; ``course``
+    itself stays ungraded)."""
+    copy = course.with_name(f"{course.name}-run")
+    shutil.copytree(course, copy)
+    start = time.perf_counter()
+    subprocess.run(cmd, cwd=copy, env=child_env(jobs), check=True, capture_output=True)
+    seconds = time.perf_counter() - start
+    shutil.rmtree(copy)
+    return seconds
 
 
 def plain_course(course: Path) -> None:
@@ -153,8 +151,9 @@ def grading_rows(sections: list[str], students: int, jobs: int, class_size: int,
     with the course's configuration and autograder.grade, the latter also with kernels started one by
     one (``fork_kernels = False``), with the figures rendered (``draw_figures = True``), and for a whole
     class (start-up shared by more students); and how many times faster autograder.grade is. The three runs the
-    ratios compare are each the median of ``repeats`` runs (the same run on this machine varies by up to 20 %)."""
-    median = f"，{repeats} 次的中位数" if repeats > 1 else ""
+    ratios compare are measured in ``repeats`` rounds (the same run on this machine varies by up to 20 %): each
+    time is the median over the rounds, each ratio the median of the rounds' ratios."""
+    median = f"，{repeats} 轮的中位数" if repeats > 1 else ""
     parallel_cmd = [sys.executable, "-m", "autograder.grade", "--jobs", str(jobs)]
     with tempfile.TemporaryDirectory() as tmp:
         for section in sections:
@@ -168,24 +167,35 @@ def grading_rows(sections: list[str], students: int, jobs: int, class_size: int,
                 shutil.copytree(sequential, course)  # before grading: the same gradebook, no grades yet
                 with (course / "nbgrader_config.py").open("a", encoding="utf-8") as f:
                     f.write(config)
-            t_plain = timed(nbgrader_cmd("autograde", section, "--force"), plain, 1, repeats)
+            # The three runs the ratios compare, in rounds: a slow minute of the machine slows a round's three alike.
+            plain_s, sequential_s, parallel_s = [], [], []
+            for _ in range(repeats):
+                plain_s.append(timed(nbgrader_cmd("autograde", section, "--force"), plain, 1))
+                sequential_s.append(timed(nbgrader_cmd("autograde", section, "--force"), sequential, 1))
+                parallel_s.append(timed([*parallel_cmd, section], variants[0], jobs))
             yield Row(f"{section}：nbgrader autograde，nbgrader 自己的默认配置（顺序，{students} 份{median}）",
-                      per_minute(students, t_plain))
-            t_seq = timed(nbgrader_cmd("autograde", section, "--force"), sequential, 1, repeats)
+                      per_minute(students, statistics.median(plain_s)))
             yield Row(f"{section}：nbgrader autograde，课程配置（顺序，{students} 份{median}）",
-                      per_minute(students, t_seq))
-            t_par = {}
-            for course, name in zip(variants, GRADING_VARIANTS):
-                t_par[name] = timed([*parallel_cmd, section], course, jobs, 1 if name else repeats)
-                yield Row(f"{section}：autograder.grade --jobs {jobs}{name or median}",
-                          f"{60 * students / t_par[name]:.1f} 份/分钟")
-            yield Row(f"{section}：autograder.grade ÷ nbgrader 默认配置", f"快 {t_plain / t_par['']:.2f}×")
-            yield Row(f"{section}：autograder.grade ÷ 课程配置顺序评分", f"快 {t_seq / t_par['']:.2f}×")
+                      per_minute(students, statistics.median(sequential_s)))
+            yield Row(f"{section}：autograder.grade --jobs {jobs}{median}",
+                      f"{60 * students / statistics.median(parallel_s):.1f} 份/分钟")
+            for course, name in list(zip(variants, GRADING_VARIANTS))[1:]:
+                yield Row(f"{section}：autograder.grade --jobs {jobs}{name}",
+                          f"{60 * students / timed([*parallel_cmd, section], course, jobs):.1f} 份/分钟")
+            for slower, against in ((plain_s, "nbgrader 默认配置"), (sequential_s, "课程配置顺序评分")):
+                yield Row(f"{section}：autograder.grade ÷ {against}{median}", f"快 {ratios(slower, parallel_s)}")
             whole_class = Path(tmp) / section / "class"
             make_course(whole_class, [section], class_size)
             t_class = timed([*parallel_cmd, section], whole_class, jobs)
             yield Row(f"{section}：autograder.grade --jobs {jobs}，{class_size} 份",
                       f"{60 * class_size / t_class:.1f} 份/分钟")
+
+
+def ratios(slower: list[float], faster: list[float]) -> str:
+    """The median of the rounds' ratios, then each round's: "6.36×（各轮 6.10×、6.36×、6.52×）"."""
+    each = [s / f for s, f in zip(slower, faster)]
+    rounds = f"（各轮 {'、'.join(f'{r:.2f}×' for r in each)}）" if len(each) > 1 else ""
+    return f"{statistics.median(each):.2f}×{rounds}"
 
 
 def floor_seconds(repeats: int = 3) -> float:
@@ -228,7 +238,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--students", type=int, default=12)
     parser.add_argument("--class-size", type=int, default=40, help="students of the whole-class grading run")
     parser.add_argument("--jobs", type=int, default=os.cpu_count() or 1)
-    parser.add_argument("--repeats", type=int, default=3, help="runs of each timing the ratios compare (the median)")
+    parser.add_argument("--repeats", type=int, default=3, help="rounds of the three runs the ratios compare (medians)")
     args = parser.parse_args(argv)
     measure = {"notebooks": lambda: itertools.chain(notebook_rows(SOURCE_DIR), notebook_rows(RELEASE_DIR)),
                "checks": check_rows,

@@ -34,3 +34,21 @@ def test_the_plain_nbgrader_row_configures_nothing_but_the_folder_names(tmp_path
     benchmark.plain_course(tmp_path)
     config = PyFileConfigLoader("nbgrader_config.py", path=str(tmp_path)).load_config()
     assert config == {"CourseDirectory": {"source_directory": "solutions", "release_directory": "notebooks"}}
+
+
+def test_a_ratio_is_the_median_of_the_rounds_ratios_each_shown():
+    assert benchmark.ratios([10.0, 30.0, 20.0], [5.0, 5.0, 4.0]) == "5.00×（各轮 2.00×、6.00×、5.00×）"
+    assert benchmark.ratios([9.0], [3.0]) == "3.00×"
+
+
+def test_a_timed_run_grades_a_fresh_copy_and_leaves_the_course_as_it_was(tmp_path):
+    import sys
+
+    course = tmp_path / "course"
+    course.mkdir()
+    (course / "gradebook.db").write_text("before", encoding="utf-8")
+    graded = "open('gradebook.db', 'w').write('graded'); open('autograded', 'w').close()"
+    assert benchmark.timed([sys.executable, "-c", graded], course, 1) > 0
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["course"]
+    assert [p.name for p in course.iterdir()] == ["gradebook.db"]
+    assert (course / "gradebook.db").read_text(encoding="utf-8") == "before"
