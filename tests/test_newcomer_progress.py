@@ -1,4 +1,4 @@
-"""Long work shows its progress as it goes: the benchmark (about 12 minutes) reports each row on stderr as
+"""Long work shows its progress as it goes: the benchmark (about 25 minutes) reports each row on stderr as
 soon as it is measured, and the progress view (half a minute of kernels) reports each section as its check
 ends, before the report."""
 from __future__ import annotations
