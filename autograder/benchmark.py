@@ -12,7 +12,7 @@
   whole class (``--class-size``); the three runs the ratios compare are measured in ``--repeats`` rounds (medians);
 * the floor of one submission: start a kernel and ``import torch``.
 
-    python -m autograder.benchmark                       # everything (a few minutes)
+    python -m autograder.benchmark                       # everything (about 25 minutes)
     python -m autograder.benchmark --parts notebooks checks
     python -m autograder.benchmark --parts grading --sections 03_single_head_attention --students 12
 
