@@ -355,9 +355,7 @@ def listen() -> None:
     """Let the judge talk to this kernel: a comm it opens to :data:`TARGET` gets each of its messages
     answered by :func:`serve`, on the same comm. (A comm is the Jupyter protocol's own way for code in a
     kernel to exchange messages with the other side; the kernel handles one without running a cell.)"""
-    from comm import get_comm_manager
-
-    get_comm_manager().register_target(TARGET, _opened)
+    get_ipython().kernel.comm_manager.register_target(TARGET, _opened)   # noqa: F821  (an IPython kernel's)
 
 
 def _opened(comm, _open_message) -> None:
