@@ -186,12 +186,13 @@ def kernel_ask(client, cell, timeout: float) -> Ask:
     message goes as one comm message. The whole cell has ``timeout`` seconds; past it the kernel is
     interrupted and CellTimeoutError raised (the executor then tries the cell once more in a fresh kernel,
     as for any cell)."""
-    deadline, comm_id, opened = monotonic() + timeout, uuid4().hex, []
+    deadline, comm_id, opened = monotonic() + timeout, uuid4().hex, False
 
     def ask(message: str) -> str:
+        nonlocal opened
         if not opened:
             run_sync(_open)(client, cell, comm_id, deadline, timeout)
-            opened.append(comm_id)
+            opened = True
         return run_sync(_ask)(client, cell, comm_id, message, deadline, timeout)
     return ask
 
@@ -202,9 +203,10 @@ async def _open(client, cell, comm_id: str, deadline: float, timeout: float) -> 
                "stop_on_error": False}
     request = client.kc.session.msg("execute_request", content)
     client.kc.shell_channel.send(request)
-    reply = {"parent_header": {}}
-    while reply["parent_header"].get("msg_id") != request["header"]["msg_id"]:
+    while True:
         reply = await _next(client.kc.shell_channel, client, cell, deadline, timeout)
+        if reply["parent_header"].get("msg_id") == request["header"]["msg_id"]:
+            break
     if reply["content"].get("status") != "ok":
         raise protocol.ProtocolError("the kernel's agent does not listen")
     client.kc.shell_channel.send(client.kc.session.msg("comm_open", {"comm_id": comm_id, "target_name": agent.TARGET,

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import re
+import sys
 
 from autograder import benchmark
 
@@ -42,8 +43,6 @@ def test_a_ratio_is_the_median_of_the_rounds_ratios_each_shown():
 
 
 def test_a_timed_run_grades_a_fresh_copy_and_leaves_the_course_as_it_was(tmp_path):
-    import sys
-
     course = tmp_path / "course"
     course.mkdir()
     (course / "gradebook.db").write_text("before", encoding="utf-8")

@@ -5,12 +5,17 @@ from __future__ import annotations
 
 import base64
 import json
+import time
 
+import nbformat
 import numpy as np
 import pytest
 import torch
+from traitlets.config import Config
 
 from autograder import judge
+from autograder.config import configure
+from autograder.preprocessors import ResilientExecute
 from utils.checks import protocol
 from utils.checks.codes import parse_code
 from utils.checks.core import CheckError
@@ -132,14 +137,6 @@ CELL_SECONDS = 60
 def judged_softmax(tmp_path, code: str) -> tuple[list, float]:
     """The outputs the judge writes for ``check_softmax(softmax)`` after ``code`` ran in a real grading kernel,
     and how long the notebook took."""
-    import time
-
-    import nbformat
-    from traitlets.config import Config
-
-    from autograder.config import configure
-    from autograder.preprocessors import ResilientExecute
-
     config = Config()
     configure(config)
     config.ResilientExecute.timeout = CELL_SECONDS
