@@ -49,10 +49,13 @@ import sys
 import time
 from multiprocessing.connection import Connection
 
-# What every kernel of the course imports and whose import depends on no IPython shell (the
-# course's own package and ipywidgets register themselves with the shell, so the kernel imports them).
+# What every kernel of the course imports (a kernel's start imports the last three). The course's own
+# package installs a hook into the shell when imported, so each kernel imports it; ipywidgets registers
+# its comm targets with the shell when imported there, so each kernel loads it as an extension instead,
+# which registers them (SHELL_EXTENSIONS).
 PRELOAD = ("torch", "numpy", "matplotlib", "matplotlib.pyplot", "IPython", "ipykernel.kernelapp", "ipykernel.ipkernel",
-           "ipykernel.debugger")
+           "ipykernel.debugger", "ipywidgets", "sqlite3", "pdb", "psutil")
+SHELL_EXTENSIONS = ("ipywidgets",)
 # ipykernel sets this before any user code runs; matplotlib reads it when it is imported.
 INLINE_BACKEND = "module://matplotlib_inline.backend_inline"
 SYSV_IPC = {"shm": "shmctl", "msg": "msgctl", "sem": "semctl"}
@@ -207,7 +210,8 @@ def become_kernel(request: dict, channels: tuple[int, int]) -> None:
     from ipykernel import kernelapp
 
     sys.argv = [os.path.join(os.path.dirname(os.path.dirname(kernelapp.__file__)), "ipykernel_launcher.py"),
-                "-f", connection_file, *request["arguments"]]
+                "-f", connection_file, *request["arguments"],
+                *(f"--IPKernelApp.extensions={name}" for name in SHELL_EXTENSIONS)]
     del sys.path[0]  # this script's folder; ipykernel_launcher takes the working directory out in the same way
     kernelapp.launch_new_instance()
 

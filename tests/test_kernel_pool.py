@@ -5,10 +5,12 @@ package from the layout's folder."""
 from __future__ import annotations
 
 import asyncio
+import importlib.util
 import json
 import logging
 import os
 import secrets
+import struct
 import sys
 from pathlib import Path
 
@@ -18,6 +20,7 @@ from traitlets.config import Config
 
 from autograder import kernel_pool, zygote
 from autograder.config import configure
+from autograder.edition import for_grading
 from autograder.kernel_pool import ZygotePool
 from autograder.preprocessors import ResilientExecute
 from autograder.provisioner import SandboxProvisioner, sandboxed
@@ -30,8 +33,9 @@ LAUNCHER = ["-m", "ipykernel_launcher", "-f", "{connection_file}"]
 OBSERVE = """
 import json, os, sys
 preloaded = 'torch' in sys.modules
-import matplotlib, torch
+import ipywidgets, matplotlib, torch
 print(json.dumps({"env": dict(os.environ), "cwd": os.getcwd(), "path": sys.path, "files": sorted(os.listdir('.')),
+                  "comm_targets": sorted(get_ipython().kernel.comm_manager.targets),
                   "above": [sorted(os.listdir(up)) for up in ('..', '../..')], "session": globals().get('__session__'),
                   "backend": matplotlib.get_backend(), "seed": torch.initial_seed(), "preloaded": preloaded,
                   "uid": os.getuid(), "argv": sys.argv[1:2]}))
@@ -288,3 +292,22 @@ def test_the_kernel_imports_the_course_package_from_the_layouts_folder(tmp_path,
     work.mkdir()
     out = run("import utils\nprint(utils.FROM, utils.__file__)", work, course_package=str(package), **provisioner)
     assert out.strip() == f"the class edition {package / '__init__.py'}"
+
+
+def has_bytecode(source: Path) -> bool:
+    """Whether Python finds bytecode of ``source`` valid: its header (PEP 552) has this Python's magic
+    number, flags 0 (checked by timestamp) and the source's modification time and size."""
+    compiled = Path(importlib.util.cache_from_source(str(source)))
+    info = source.stat()
+    expected = importlib.util.MAGIC_NUMBER + struct.pack("<3I", 0, int(info.st_mtime) & 0xFFFFFFFF,
+                                                         info.st_size & 0xFFFFFFFF)
+    return compiled.exists() and compiled.read_bytes()[:16] == expected
+
+
+@pytest.mark.slow
+def test_the_grading_edition_holds_its_bytecode(tmp_path):
+    """The sandbox binds the grading edition read-only: without its bytecode, every kernel compiles it anew."""
+    package = Path(for_grading("02_scaling_and_softmax", tmp_path / "cache"))
+    sources = sorted(package.rglob("*.py"))
+    assert len(sources) > 20
+    assert [str(s.relative_to(package)) for s in sources if not has_bytecode(s)] == []
