@@ -15,6 +15,7 @@ from __future__ import annotations
 import argparse
 import ast
 import compileall
+import contextlib
 import functools
 import hashlib
 import os
@@ -212,14 +213,14 @@ def for_grading(answers_through: str | None, cache: Path, root: Path = ROOT) -> 
     if not (target / MARKER).exists():
         cache.mkdir(parents=True, exist_ok=True)
         scratch = Path(tempfile.mkdtemp(prefix=".building-", dir=cache))
-        build(scratch / "edition", answers_through, root)
-        if not compileall.compile_dir(scratch / "edition" / "utils", quiet=1):
-            raise RuntimeError(f"the class edition for grading does not compile: {scratch / 'edition'}")
         try:
-            os.rename(scratch / "edition", target)
-        except OSError:   # another grading process put it there first
-            pass
-        shutil.rmtree(scratch, ignore_errors=True)
+            build(scratch / "edition", answers_through, root)
+            if not compileall.compile_dir(scratch / "edition" / "utils", quiet=1):
+                raise RuntimeError("the class edition for grading does not compile (compileall's errors above)")
+            with contextlib.suppress(OSError):   # another grading process put it there first
+                os.rename(scratch / "edition", target)
+        finally:
+            shutil.rmtree(scratch, ignore_errors=True)
     return str(target / "utils")
 
 
