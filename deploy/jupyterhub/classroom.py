@@ -55,6 +55,8 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field, fields
 from pathlib import Path
 
+from autograder import intake
+
 HERE = Path(__file__).resolve().parent
 REPO = HERE.parent.parent
 HUB_CONFIG = HERE / "jupyterhub_config.py"
@@ -163,6 +165,11 @@ class Classroom:
         return self.home(self.grader) / self.course_id
 
     @property
+    def intake_store(self) -> Path:
+        """Where the intake service keeps each hand-in as it arrives (in the 0700 course directory)."""
+        return self.course_dir / intake.STORE
+
+    @property
     def members(self) -> list[str]:
         return [self.grader, *self.instructors, *self.students, *self.others]
 
@@ -189,6 +196,13 @@ class Classroom:
         """What the formgrader service and the grading account's commands run with."""
         return {**self.server_environment("grader"), "HOME": str(self.home(self.grader)),
                 "USER": self.grader, "LANG": "C.UTF-8"}
+
+
+def intake_command(cls: Classroom, python: Path | str) -> list[str]:
+    """The intake service (autograder/intake.py), run by the Hub as the grading account: takes each hand-in
+    out of inbound/ into the course directory as it arrives, with the time of that copy."""
+    return [str(python), "-m", "autograder.intake", "--inbound", str(cls.exchange / cls.course_id / "inbound"),
+            "--store", str(cls.intake_store), "--max-kb", str(MAX_SUBMISSION_KB)]
 
 
 # --- configs the servers read (generated: explicit values an administrator can read) ----------

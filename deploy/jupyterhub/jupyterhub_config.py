@@ -8,7 +8,7 @@ import sys
 from pathlib import Path
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from classroom import Classroom  # noqa: E402
+from classroom import Classroom, intake_command  # noqa: E402
 
 c = get_config()  # noqa: F821
 cls = Classroom.load(os.environ["ATTENTION_CLASS"])
@@ -82,7 +82,9 @@ c.JupyterHub.load_roles = [
 ]
 
 # --- the formgrader: the grading account's JupyterLab, run by the Hub as a service from the grading
-# --- account's own environment; the idle culler stops servers nobody used for idle_timeout s --------
+# --- account's own environment; the intake takes each hand-in out of the students' reach as it arrives
+# --- (the seam an HTTP exchange behind the Hub would replace); the idle culler stops servers nobody
+# --- used for idle_timeout s ------------------------------------------------------------------------
 c.JupyterHub.services = [{
     "name": course,   # nbgrader: the service's name is the course id
     "url": f"http://127.0.0.1:{cls.formgrader_port}",
@@ -91,6 +93,12 @@ c.JupyterHub.services = [{
     "cwd": str(cls.home(cls.grader)),
     "environment": {**cls.grader_environment(), "JUPYTERHUB_DEFAULT_URL": "/lab"},
     "oauth_no_confirm": True,
+}, {
+    "name": "intake",
+    "command": intake_command(cls, cls.grading_python),
+    "user": cls.grader,
+    "cwd": str(cls.course_dir),
+    "environment": cls.grader_environment(),
 }, {
     "name": "idle-culler",
     "command": [sys.executable, "-m", "jupyterhub_idle_culler", f"--timeout={cls.idle_timeout}",
