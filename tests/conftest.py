@@ -152,7 +152,17 @@ def _jupyterhub() -> Missing | None:
     return None
 
 
-NEEDS = {"bwrap": _bwrap, "chromium": _chromium, "postgres": _postgres, "root": _root, "jupyterhub": _jupyterhub}
+def _cgroups() -> Missing | None:
+    from deploy.jupyterhub.ceiling import Ceiling
+
+    if os.geteuid() == 0 and Ceiling.where_available("probe") is not None:
+        return None
+    return Missing("no cgroup with the memory, pids and cpu controllers that this user can make",
+                   "as root, on a machine with cgroup v2 (or v1's memory, pids and cpu hierarchies) mounted")
+
+
+NEEDS = {"bwrap": _bwrap, "cgroups": _cgroups, "chromium": _chromium, "postgres": _postgres, "root": _root,
+         "jupyterhub": _jupyterhub}
 
 
 @functools.cache

@@ -1,18 +1,21 @@
-"""The class's exchange attacked from real Unix accounts, without a Hub (issue 40): the grading account's
-intake service and ``nbgrader collect`` with the class's own config (deploy/jupyterhub/classroom.py),
-students handing in from their own accounts.
+"""The class's exchange and ceilings attacked from real Unix accounts, without a Hub (issue 40): the grading
+account's intake service and ``nbgrader collect`` with the class's own config (deploy/jupyterhub/classroom.py),
+students handing in from their own accounts, and each account's cgroup (deploy/jupyterhub/ceiling.py).
 
     kim hands in a 1,200-level folder: only her hand-in is skipped (named), ivan's is collected;
     kim hands in 24 nested folders of 200-byte names after a good hand-in: skipped and named, her
         earlier copy kept, ivan's newer hand-in collected;
     judy hands in, dirties a shared mapping of her notebook before the deadline and writes a late
-        answer through it after: what is graded is what she handed in, at the time it was taken.
+        answer through it after: what is graded is what she handed in, at the time it was taken;
+    ivan, in his cgroup, takes more memory, processes and CPU than his ceiling: stopped there, while
+        judy's kernel, in hers, runs.
 
 Needs root (it makes the accounts); under CI=true a skip is a failure (tests/conftest.py).
 """
 from __future__ import annotations
 
 import datetime
+import errno
 import os
 import re
 import secrets
@@ -23,6 +26,9 @@ from pathlib import Path
 
 import pytest
 
+from jupyterhub.spawner import set_user_setuid
+
+from deploy.jupyterhub.ceiling import Ceiling, server_preexec
 from deploy.jupyterhub.classroom import (Classroom, add_account, as_user, grader_nbgrader_config, intake_command,
                                          prepare_exchange, set_student_group)
 
@@ -202,3 +208,79 @@ def test_a_late_write_through_a_mapping_changes_nothing_graded(exchange_class):
     stamp = (cls.course_dir / "submitted" / "judy" / name / "timestamp.txt").read_text()
     handed_in = datetime.datetime.strptime(stamp, STAMP).replace(tzinfo=datetime.timezone.utc)
     assert handed_in <= duedate
+
+
+# ivan's load: more memory, processes and CPU than his ceiling; one line of figures for each.
+HOG = r"""
+import os, signal, time
+def fork(child):
+    pid = os.fork()
+    if pid == 0:
+        child()
+        os._exit(0)
+    return pid
+def hold_memory():
+    block = bytearray(60 * 2**20)
+    block[::4096] = b"x" * len(block[::4096])   # every page touched
+    time.sleep(3)
+statuses = [os.waitpid(pid, 0)[1] for pid in [fork(hold_memory) for _ in range(6)]]
+print("killed", sum(os.WIFSIGNALED(s) and os.WTERMSIG(s) == signal.SIGKILL for s in statuses), flush=True)
+kids, refused = [], 0
+while len(kids) < 500:
+    try:
+        kids.append(fork(lambda: time.sleep(10)))
+    except OSError as err:
+        refused = err.errno
+        break
+for pid in kids:
+    os.kill(pid, signal.SIGKILL)
+    os.waitpid(pid, 0)
+print("forked", len(kids), refused, flush=True)
+before, start = os.times(), time.monotonic()
+def spin():
+    while time.monotonic() - start < 2:
+        pass
+for pid in [fork(spin), fork(spin)]:
+    os.waitpid(pid, 0)
+after = os.times()
+print("cpu", after.children_user + after.children_system - before.children_user - before.children_system, flush=True)
+"""
+KERNEL_CODE = "print('judy', sum(range(10**6)))"
+CEILING = {"memory_bytes": 200 * 2**20, "cpus": 0.5, "processes": 64}
+
+
+def in_ceiling(cls: Classroom, user: str, cmd: list[str]) -> tuple[subprocess.Popen, Ceiling]:
+    """``cmd`` as ``user`` in a cgroup of their own with CEILING, started as the class's spawner starts a server."""
+    ceiling = Ceiling.where_available(f"test-{COURSE}/{user}")
+    ceiling.set_limits(**CEILING)
+    env = {**student_env(cls, user), "PATH": os.pathsep.join([str(Path(sys.executable).parent), "/usr/bin", "/bin"])}
+    proc = subprocess.Popen(cmd, env=env, cwd=cls.home(user), text=True, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, preexec_fn=server_preexec(ceiling, {}, 0, set_user_setuid(user)))
+    return proc, ceiling
+
+
+@pytest.mark.needs("cgroups")
+def test_a_students_processes_stop_at_her_ceiling_while_anothers_kernel_runs(exchange_class):
+    cls = exchange_class
+    code = cls.home("judy") / "code.py"
+    code.write_text(KERNEL_CODE)
+    hog, ivans = in_ceiling(cls, "ivan", ["/usr/bin/python3", "-c", HOG])
+    kernel, judys = in_ceiling(cls, "judy", [sys.executable, "-m", "jupyter_client.runapp", "--kernel=python3",
+                                             str(code)])
+    try:
+        out, err = hog.communicate(timeout=120)
+        ran = kernel.communicate(timeout=120)
+        throttled = dict(line.split() for line in (ivans.folders["cpu"] / "cpu.stat").read_text().splitlines())
+    finally:
+        for ceiling in (ivans, judys):
+            ceiling.remove()
+        for folder in set(ivans.folders.values()):
+            folder.parent.rmdir()
+    figures = {line.split()[0]: line.split()[1:] for line in out.splitlines()}
+    assert hog.returncode == 0, (out, err)
+    assert int(figures["killed"][0]) >= 3, out          # 6 x 60 MB under 200 MB: the OOM killer ended some
+    forked, refused = map(int, figures["forked"])
+    assert forked < CEILING["processes"] and refused == errno.EAGAIN, out
+    assert float(figures["cpu"][0]) < 2 * CEILING["cpus"] * 1.3, out   # two busy processes, 2 s, half a CPU
+    assert int(throttled["nr_throttled"]) > 0, throttled
+    assert kernel.returncode == 0 and f"judy {sum(range(10**6))}" in ran[0], ran

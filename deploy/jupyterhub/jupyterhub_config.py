@@ -43,8 +43,8 @@ else:
 c.Authenticator.allowed_users = set(cls.members)
 
 # --- each person's JupyterLab runs as their own Unix account, in the class edition's environment,
-# --- with limits (deploy/jupyterhub/spawner.py): a cgroup per server where systemd runs the machine
-# --- (as The Littlest JupyterHub), resource limits otherwise
+# --- with a ceiling: a cgroup per server (systemd's unit, as The Littlest JupyterHub; without systemd
+# --- deploy/jupyterhub/spawner.py makes one per account itself)
 if Path("/run/systemd/system").is_dir():
     c.JupyterHub.spawner_class = "systemdspawner.SystemdSpawner"
     c.SystemdSpawner.unit_name_template = f"jupyter-{course}-{{USERNAME}}"
@@ -55,6 +55,7 @@ else:
     from spawner import LimitedLocalProcessSpawner  # noqa: E402
     c.JupyterHub.spawner_class = LimitedLocalProcessSpawner
     c.LimitedLocalProcessSpawner.max_processes = cls.max_processes
+    c.LimitedLocalProcessSpawner.cgroup_parent = f"jupyter-{course}"   # each account's: jupyter-<course>/<user>
 c.Spawner.mem_limit = f"{cls.mem_limit_mb}M"
 c.Spawner.cpu_limit = cls.cpu_limit
 c.Spawner.cmd = [str(cls.class_python), "-m", "jupyterhub.singleuser"]
