@@ -128,13 +128,13 @@ class ExchangeCollect(collect.ExchangeCollect):
 
     def report_not_taken(self) -> None:
         """Folders of this assignment in inbound/ that neither the service nor this collect could take: not
-        complete (nbgrader's submit writes the secret last) or not readable by the grading account."""
+        finished by nbgrader's submit (autograder.intake) or not reachable by the grading account."""
         taken = set(os.listdir(self.store))
         for name in sorted(os.listdir(self.inbound_path)):
             parts = name.rsplit("+", 3)
             if name not in taken and len(parts) >= 3 and parts[1] == self.coursedir.assignment_id:
-                self.log.error("Not collected: %s: incomplete (no %s) or not readable by the grading account",
-                               name, intake.SECRET)
+                self.log.error("Not collected: %s: not finished by nbgrader submit (no %s, or the folder not "
+                               "opened up to 0777), or not reachable by the grading account", name, intake.SECRET)
 
     def chosen(self, handins: list[Handin]) -> list[Handin]:
         """Each student's newest hand-in (with ``before_duedate``: their newest on time, if any)."""

@@ -6,8 +6,8 @@ can shape: a write through a shared memory mapping dirtied before the deadline c
 after it without changing its ctime. So the grading side takes each hand-in when it arrives:
 
 - the intake service (``python -m autograder.intake``, run by the Hub as the grading account; docs/
-  jupyterhub.md §7) looks at ``inbound/`` every ``--interval`` seconds; a folder whose
-  ``submission_secret.txt`` is there (nbgrader's submit writes it last) is copied at once into the
+  jupyterhub.md §7) looks at ``inbound/`` every ``--interval`` seconds; a folder nbgrader's submit has
+  finished (its ``submission_secret.txt`` written, the folder opened up to 0777) is copied at once into the
   store, ``<course directory>/intake/`` (0700, the grading account's), with a receipt: who owns the
   folder, **when the copy was made** (the hand-in time), what was left out, or why it was refused;
 - the copy goes through :mod:`autograder.tree`: bounded, iterative, following no link, descriptor-relative;
@@ -42,8 +42,7 @@ from . import tree
 STORE = "intake"          # in the course directory
 SECRET = "submission_secret.txt"   # nbgrader submit writes it last; release_feedback names feedback by it
 FILES, RECEIPT = "files", "receipt.json"
-# Not ready yet (the student's folder is not searchable until nbgrader's submit opens it up), or gone:
-# looked at again next time, never refused.
+# The folder or its secret not reachable yet, or gone: looked at again next time, never refused.
 NOT_YET = (errno.EACCES, errno.ENOENT, errno.EPERM)
 
 
@@ -119,24 +118,28 @@ class Intake:
             uid = os.fstat(fd).st_uid
             if not self._ready(fd):
                 return None
+            # Finished by nbgrader's submit, everything in it is readable: what is not was made so, and is
+            # refused rather than read again at every look.
             copy = tree.read_tree(fd, self.bounds)
-        except tree.OutOfBounds as why:
-            return self._keep(Receipt(name, uid, owner_name(uid), now(), refused=str(why)))
-        except OSError as why:
-            if why.errno in NOT_YET:
-                return None
-            return self._keep(Receipt(name, uid, owner_name(uid), now(), refused=f"cannot be read ({why.strerror})"))
+        except (tree.OutOfBounds, OSError) as why:
+            reason = str(why) if isinstance(why, tree.OutOfBounds) else f"cannot be read ({why.strerror})"
+            return self._keep(Receipt(name, uid, owner_name(uid), now(), refused=reason))
         finally:
             os.close(fd)
         return self._keep(Receipt(name, uid, owner_name(uid), "", left_out=copy.left_out), copy)
 
     @staticmethod
     def _ready(fd: int) -> bool:
-        """nbgrader's submit writes the secret last: a hand-in is complete once the secret has bytes."""
+        """Whether nbgrader's submit has finished: it writes the secret, makes every file 0644 and every
+        folder 0755, and last opens the hand-in's folder up to 0777."""
+        if os.fstat(fd).st_mode & 0o777 != 0o777:
+            return False
         try:
             st = os.stat(SECRET, dir_fd=fd, follow_symlinks=False)
-        except FileNotFoundError:
-            return False
+        except OSError as why:
+            if why.errno in NOT_YET:
+                return False
+            raise
         return not stat.S_ISREG(st.st_mode) or st.st_size > 0   # a non-file secret: taken, and refused at collect
 
     def _keep(self, receipt: Receipt, copy: tree.Tree | None = None) -> Receipt:

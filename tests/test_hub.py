@@ -52,7 +52,7 @@ from pathlib import Path
 
 import pytest
 
-from autograder import sandbox
+from autograder import intake, sandbox
 from autograder.notebook_format import cell_kind, grade_id, points
 from deploy.jupyterhub.ceiling import Ceiling
 from deploy.jupyterhub.classroom import MAX_SUBMISSION_KB
@@ -197,14 +197,16 @@ def stamp(moment: datetime.datetime) -> str:
 def hand_made(member, owner_named: str, moment: datetime.datetime, notebook: Path, extra: str = "") -> str:
     """A submission folder made by hand in inbound/ (no nbgrader submit): named after ``owner_named`` and
     ``moment``, with ``notebook``, a timestamp.txt saying ``moment``, the shell commands ``extra`` run
-    inside it and then, as nbgrader's submit does last, a secret of its own; its name."""
+    inside it and then, as nbgrader's submit does last, a secret of its own and the folder opened up to
+    0777; its name."""
     name = f"{owner_named}+{SECTION}+{stamp(moment)}+handmade"
     folder = member.hub.cls.exchange / COURSE / "inbound" / name
     sh(member, f"""mkdir '{folder}' && cd '{folder}'
         cp '{notebook}' {SECTION}.ipynb
         printf '%s' '{stamp(moment)}' > timestamp.txt
         {extra}
-        head -c 32 /dev/urandom | od -An -tx1 | tr -d ' \\n' > submission_secret.txt""")
+        head -c 32 /dev/urandom | od -An -tx1 | tr -d ' \\n' > submission_secret.txt
+        chmod 777 .""")
     return name
 
 
@@ -317,6 +319,14 @@ def wait_for_grade(teacher, student: str, cell: str, score: float, comment: str,
         time.sleep(0.5)
 
 
+def wait_for_intake(hub, student: str, since: datetime.datetime, seconds: float = 60) -> None:
+    """Until the intake service has taken a hand-in of ``student`` made after ``since`` (naive UTC)."""
+    deadline = time.monotonic() + seconds
+    while not any(r.owner == student and r.received_at >= since for r in intake.receipts(hub.cls.intake_store)):
+        assert time.monotonic() < deadline, f"the intake service took no hand-in of {student}:\n{hub.log()}"
+        time.sleep(0.1)
+
+
 def as_grader(hub, *cmd: str) -> subprocess.CompletedProcess:
     """A command of the grading account, in the course directory, from its environment (what a
     terminal in the formgrader's JupyterLab runs)."""
@@ -381,6 +391,7 @@ def graded(hub, browser):
     first_collect = ok(teacher.post(f"{FG}/assignment/{SECTION}/collect"), "collect")
     resubmitted = datetime.datetime.now(datetime.timezone.utc).replace(tzinfo=None)
     assignment_action(students["carol"], "submit")                     # carol's newer hand-in, on time
+    wait_for_intake(hub, "carol", resubmitted)   # its time is when the intake service took it
     duedate = datetime.datetime.now(datetime.timezone.utc).replace(microsecond=0) + datetime.timedelta(seconds=1)
     as_grader(hub, "-m", "nbgrader", "db", "assignment", "add", SECTION, f"--duedate={stamp(duedate)}",
               "--log-level=WARN")
