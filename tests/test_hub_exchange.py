@@ -270,6 +270,7 @@ def test_a_students_processes_stop_at_her_ceiling_while_anothers_kernel_runs(exc
     kernel, judys = in_ceiling(cls, "judy", [sys.executable, "-m", "jupyter_client.runapp", "--kernel=python3",
                                              str(code)], {**CEILING, "cpus": 1.0})
     try:
+        assert ivans.holds(hog.pid) and judys.holds(kernel.pid) and ivans.limits() == CEILING
         out, err = hog.communicate(timeout=120)
         ran = kernel.communicate(timeout=120)
         throttled = dict(line.split() for line in (ivans.folders["cpu"] / "cpu.stat").read_text().splitlines())

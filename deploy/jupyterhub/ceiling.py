@@ -31,7 +31,7 @@ class Ceiling:
     with the limits of :meth:`set_limits`; :meth:`enter` moves the calling process into it."""
 
     def __init__(self, version: int, mounts: dict[str, Path], group: str):
-        self.version, self.mounts = version, mounts
+        self.version, self.mounts, self.group = version, mounts, group
         self.folders = {controller: mount / group for controller, mount in mounts.items()}
 
     @classmethod
@@ -77,6 +77,31 @@ class Ceiling:
         if optional and not (folder / name).exists():
             return
         (folder / name).write_text(f"{value}\n")
+
+    def limits(self) -> dict:
+        """The limits as the cgroup files hold them, in :meth:`set_limits`' terms."""
+        def read(controller: str, name: str) -> str:
+            return (self.folders[controller] / name).read_text().strip()
+
+        if self.version == 2:
+            memory, processes = read("memory", "memory.max"), read("pids", "pids.max")
+            quota, period = read("cpu", "cpu.max").split()
+        else:
+            memory, processes = read("memory", "memory.limit_in_bytes"), read("pids", "pids.max")
+            quota, period = read("cpu", "cpu.cfs_quota_us"), read("cpu", "cpu.cfs_period_us")
+        unlimited = ("max", "-1", str(2**63 - 1 - (2**63 - 1) % os.sysconf("SC_PAGE_SIZE")))
+        return {"memory_bytes": None if memory in unlimited else int(memory),
+                "cpus": None if quota in unlimited else int(quota) / int(period),
+                "processes": None if processes == "max" else int(processes)}
+
+    def holds(self, pid: int) -> bool:
+        """Whether the process ``pid`` is in this cgroup (in each of v1's three hierarchies)."""
+        where = {}
+        for line in Path(f"/proc/{pid}/cgroup").read_text().splitlines():
+            _, controllers, path = line.split(":", 2)
+            for controller in controllers.split(",") if self.version == 1 else CONTROLLERS:
+                where[controller] = path
+        return all(where.get(c) == f"/{self.group}" for c in CONTROLLERS)
 
     def enter(self) -> None:
         """The calling process (and all it will start) into the cgroup(s)."""
