@@ -20,6 +20,7 @@ from autograder.notebook_format import cell_kind, exercises, grade_id
 from .bugbank import all_variants
 from .class_edition import ANSWERS_THROUGH, OPEN, OPEN_EXERCISES, install, renamed_copy
 from .conftest import ROOT, load_notebook
+from .nbgrader_course import Course
 from .edition_candidates import passing_candidates
 from .test_learners_build import ALLOWED, exercise_answers, forms, normalized_text
 from .test_bugbank import run_check
@@ -106,11 +107,9 @@ DICTATED = {
 def _given_lines() -> set[str]:
     """Lines of every section's given code (export cells) and of the closed sections' solutions: the
     course hands these out, so a solution line that is also one of them is no leak."""
-    given = {line.strip() for s in section_ids() for c in load_notebook("solutions", s)["cells"]
-             if cell_kind(c) == "export" for line in c["source"].splitlines()}
     closed = {line.strip() for s in section_ids() if s <= ANSWERS_THROUGH
               for line in (ROOT / "utils" / "reference" / f"s{s}.py").read_text(encoding="utf-8").splitlines()}
-    return given | closed | _check_code_lines() | set(DICTATED)
+    return _handed_out_lines() | closed
 
 
 def _check_code_lines() -> set[str]:
@@ -167,6 +166,31 @@ def test_no_solution_code_or_hidden_input_of_an_open_section_is_in_it(installed)
               if line in everything]
     found += [f"{s} notebook shows: {line}" for s in OPEN for line in _shown_answer_lines(installed.out, s)]
     assert not found, "the class edition holds:\n" + "\n".join(sorted(found))
+
+
+def test_what_nbgrader_releases_to_a_class_holds_no_answer(tmp_path):
+    """Every section released as an instructor does (`nbgrader generate_assignment` with the course's
+    configuration): its notebook holds no line of its own or an earlier section's answer — the book's code
+    quoted after a check included (autograder/release.py) — but what the course hands out (given code, the
+    checks' own code). Without ClearShownAnswers the release of 03 held Head's and attention's book code."""
+    sections = section_ids()
+    course = Course.create(tmp_path / "course", sections)
+    given = {normalized_text(line) for line in _handed_out_lines()}
+    found = []
+    for section in sections:
+        normal = normalized_text(_text([course.root / "notebooks" / section / f"{section}.ipynb"]))
+        found += [f"{section} release: {earlier} {exercise}: {line}" for earlier in sections if earlier <= section
+                  for exercise, lines in exercise_answers(earlier).items() for line in lines
+                  if line not in given and any(form in normal for form in forms(line))
+                  and (earlier, exercise, line) not in ALLOWED]
+    assert not found, "what nbgrader releases holds answers:\n" + "\n".join(sorted(set(found)))
+
+
+def _handed_out_lines() -> set[str]:
+    """The given code of every section (export cells), the checks' own code and the lines an exercise dictates."""
+    given = {line.strip() for s in section_ids() for c in load_notebook("solutions", s)["cells"]
+             if cell_kind(c) == "export" for line in c["source"].splitlines()}
+    return given | _check_code_lines() | set(DICTATED)
 
 
 def _shown_answer_lines(out, section: str) -> list[str]:
