@@ -88,8 +88,9 @@ class Intake:
         self.store.mkdir(mode=0o700, exist_ok=True)
         taken = []
         with self._locked():
+            stored = set(os.listdir(self.store))
             for name in sorted(os.listdir(self.inbound)):
-                if name.startswith(".") or (self.store / name).exists():
+                if name.startswith(".") or name in stored or self._unfinished(name):
                     continue
                 try:
                     receipt = self.take(name)
@@ -98,6 +99,14 @@ class Intake:
                 if receipt is not None:
                     taken.append(receipt)
         return taken
+
+    def _unfinished(self, name: str) -> bool:
+        """A folder nbgrader's submit has not opened up yet (one lstat: most of inbound/ at most looks)."""
+        try:
+            st = os.lstat(self.inbound / name)
+        except OSError:
+            return True
+        return stat.S_ISDIR(st.st_mode) and st.st_mode & 0o777 != 0o777
 
     @contextlib.contextmanager
     def _locked(self):
