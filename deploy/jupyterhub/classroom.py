@@ -12,7 +12,8 @@ class edition installed in an environment of its own (root/class-edition/env), t
 from a copy of the repository in its own 0700 home (~grader/course, with its environment .venv/).
 Both environments hold copies of this environment's third-party packages (hard links where on the
 same file system).
-nbgrader's filesystem exchange is collected by autograder.exchange.ExchangeCollect; the exchange's
+Hand-ins are taken out of inbound/ as they arrive by the intake service (a Hub service run as the
+grading account) and collected from there by autograder.exchange.ExchangeCollect; the exchange's
 course folder is made here, before any student could, and only the course's students (the Unix
 group ``nbgrader-<course>``) may hand in (docs/jupyterhub.md §7).
 
@@ -31,7 +32,8 @@ What goes where (``root`` of class.toml, /srv/attention by default)::
     root/etc/grader/        ... of the grading account's formgrader service and its commands
     root/class-edition/     the class edition of the course and the environment students run in (env/)
     ~grader/course/         the grading account's copy of the repository and its .venv/ (the home is 0700)
-    ~grader/<course>/       the course directory (solutions = nbgrader's source), 评分要点/ (rubrics)
+    ~grader/<course>/       the course directory (solutions = nbgrader's source), 评分要点/ (rubrics),
+                            intake/ (each hand-in as the intake service took it: autograder/intake.py)
 """
 from __future__ import annotations
 
