@@ -3,7 +3,8 @@ hostile students of issue 29 in the same round.
 
 One Hub, one test (its Unix accounts exist once: pytest-xdist must not split it over two
 workers; every failing check is still reported): a grading account running the formgrader as the Hub service
-``attention``, an instructor (group ``formgrade-attention``), seven students (group
+``attention`` and the intake service (each hand-in taken as it arrives; the issue-40 routes against it are
+in tests/test_hub_exchange.py), an instructor (group ``formgrade-attention``), seven students (group
 ``nbgrader-attention``, a Hub group and a Unix group) and one account that may log in but is in no
 course. The Hub serves HTTPS (a certificate made for the test). Every member logs in through the
 Hub and works with an API token of their own:
