@@ -41,7 +41,7 @@ def head_ablation_losses(model, tokens, period):
         for layer in range(L):
             for head in range(H):
                 {mask}
-                logits, loss = model(tokens, head_mask=mask)
+                logits, loss = model({fed}, head_mask=mask)
                 out[layer, head] = {loss}
     return out
 '''
@@ -49,12 +49,26 @@ _ONE_OFF = "mask = torch.ones(L, H); mask[layer, head] = 0"
 _REPEATED = "F.cross_entropy(logits[:, period - 1:-1].reshape(-1, logits.size(-1)), tokens[:, period:].reshape(-1))"
 
 
-def ablation(mask: str = _ONE_OFF, loss: str = _REPEATED) -> str:
-    return _ABLATION.format(mask=mask, loss=loss)
+def ablation(mask: str = _ONE_OFF, loss: str = _REPEATED, fed: str = "tokens") -> str:
+    return _ABLATION.format(mask=mask, loss=loss, fed=fed)
 
 
-def hooked(where: str, zero: str) -> str:
-    """Switching a head off with a forward hook on `where` (a module of block `layer`) that zeroes `zero`."""
+_ON_OUTPUT = """def switch_off(module, inputs, output):
+                output = output.clone()
+                output[{zero}] = 0
+                return output
+            handle = {where}.register_forward_hook(switch_off)"""
+_ON_INPUT = """def switch_off(module, args):
+                x = args[0].clone()
+                x[{zero}] = 0
+                return (x, *args[1:])
+            handle = {where}.register_forward_pre_hook(switch_off)"""
+
+
+def hooked(where: str, zero: str, pre: bool = False) -> str:
+    """Switching a head off with a forward hook on `where` (a module of block `layer`) that zeroes `zero` of its
+    output, or (pre) with a forward pre-hook that zeroes `zero` of its first input."""
+    hook = (_ON_INPUT if pre else _ON_OUTPUT).format(where=where, zero=zero)
     return f'''
 def head_ablation_losses(model, tokens, period):
     L, H = model.config.n_layer, model.config.n_head
@@ -62,16 +76,13 @@ def head_ablation_losses(model, tokens, period):
     out = torch.zeros(L, H)
     for layer in range(L):
         for head in range(H):
-            def switch_off(module, inputs, output):
-                output = output.clone()
-                output[..., {zero}] = 0
-                return output
-            handle = {where}.register_forward_hook(switch_off)
-            with torch.no_grad():
-                logits, _ = model(tokens)
-            handle.remove()
-            out[layer, head] = F.cross_entropy(logits[:, period - 1:-1].reshape(-1, logits.size(-1)),
-                                               tokens[:, period:].reshape(-1))
+            {hook}
+            try:
+                with torch.no_grad():
+                    logits, _ = model(tokens)
+            finally:
+                handle.remove()
+            out[layer, head] = F.cross_entropy(logits[:, period - 1:-1].transpose(1, 2), tokens[:, period:])
     return out
 '''
 
@@ -305,27 +316,8 @@ VARIANTS = [
                     losses.append(F.cross_entropy(logits.transpose(1, 2), targets))
             return torch.stack(losses).view(L, H)
     '''),
-    right("head_ablation_losses", "o-proj-pre-hook", '''
-        def head_ablation_losses(model, tokens, period):
-            L, H = model.config.n_layer, model.config.n_head
-            Dh = model.config.n_embed // H
-            out = torch.zeros(L, H)
-            for layer in range(L):
-                for head in range(H):
-                    def switch_off(module, args):
-                        y = args[0].clone()
-                        y[..., head * Dh:(head + 1) * Dh] = 0
-                        return (y,)
-                    handle = model.blocks[layer].attn.o_proj.register_forward_pre_hook(switch_off)
-                    try:
-                        with torch.no_grad():
-                            logits, _ = model(tokens)
-                    finally:
-                        handle.remove()
-                    out[layer, head] = F.cross_entropy(logits[:, period - 1:-1].reshape(-1, logits.size(-1)),
-                                                       tokens[:, period:].reshape(-1))
-            return out
-    '''),
+    right("head_ablation_losses", "o-proj-pre-hook",
+          hooked("model.blocks[layer].attn.o_proj", "..., head * Dh:(head + 1) * Dh", pre=True)),
     right("head_ablation_losses", "zeroed-columns-restored", '''
         def head_ablation_losses(model, tokens, period):
             cfg = model.config
@@ -343,93 +335,28 @@ VARIANTS = [
                         out[layer, head] = per_token[:, period - 1:].mean()
             return out
     '''),
-    right("head_ablation_losses", "fed-all-but-last", '''
-        def head_ablation_losses(model, tokens, period):
-            L, H = model.config.n_layer, model.config.n_head
-            out = torch.zeros(L, H)
-            with torch.no_grad():
-                for layer in range(L):
-                    for head in range(H):
-                        mask = torch.ones(L, H)
-                        mask[layer, head] = 0
-                        logits, _ = model(tokens[:, :-1], head_mask=mask)
-                        log_probs = F.log_softmax(logits[:, period - 1:], dim=-1)
-                        out[layer, head] = F.nll_loss(log_probs.transpose(1, 2), tokens[:, period:])
-            return out
-    '''),
+    right("head_ablation_losses", "fed-all-but-last", ablation(fed="tokens[:, :-1]", loss=(
+        "F.nll_loss(F.log_softmax(logits[:, period - 1:], dim=-1).transpose(1, 2), tokens[:, period:])"))),
     right("head_ablation_losses", "hook-zeroes-values",
-          hooked("model.blocks[layer].attn.v_proj", "head * Dh:(head + 1) * Dh")),
+          hooked("model.blocks[layer].attn.v_proj", "..., head * Dh:(head + 1) * Dh")),
     wrong("head_ablation_losses", "model-loss", "ablation-wrong-positions", ablation(loss="loss")),
     wrong("head_ablation_losses", "first-half-targets", "ablation-wrong-positions", ablation(
         loss="F.cross_entropy(logits[:, :period - 1].reshape(-1, logits.size(-1)), tokens[:, 1:period].reshape(-1))")),
     wrong("head_ablation_losses", "softmax-before-cross-entropy", "ablation-softmax-before-ce", ablation(
         loss="F.cross_entropy(F.softmax(logits[:, period - 1:-1], dim=-1).reshape(-1, logits.size(-1)), "
              "tokens[:, period:].reshape(-1))")),
-    wrong("head_ablation_losses", "fed-from-period-minus-1", "ablation-partial-input", '''
-        def head_ablation_losses(model, tokens, period):
-            L, H = model.config.n_layer, model.config.n_head
-            out = torch.zeros(L, H)
-            with torch.no_grad():
-                for layer in range(L):
-                    for head in range(H):
-                        mask = torch.ones(L, H)
-                        mask[layer, head] = 0
-                        logits, _ = model(tokens[:, period - 1:], head_mask=mask)
-                        out[layer, head] = F.cross_entropy(logits[:, :-1].transpose(1, 2), tokens[:, period:])
-            return out
-    '''),
-    wrong("head_ablation_losses", "fed-repeat-only", "ablation-partial-input", '''
-        def head_ablation_losses(model, tokens, period):
-            L, H = model.config.n_layer, model.config.n_head
-            out = torch.zeros(L, H)
-            with torch.no_grad():
-                for layer in range(L):
-                    for head in range(H):
-                        mask = torch.ones(L, H)
-                        mask[layer, head] = 0
-                        out[layer, head] = model(tokens[:, period:], head_mask=mask)[1]
-            return out
-    '''),
+    wrong("head_ablation_losses", "fed-from-period-minus-1", "ablation-partial-input", ablation(
+        fed="tokens[:, period - 1:]", loss="F.cross_entropy(logits[:, :-1].transpose(1, 2), tokens[:, period:])")),
+    wrong("head_ablation_losses", "fed-repeat-only", "ablation-partial-input",
+          ablation(fed="tokens[:, period:]", loss="loss")),
     wrong("head_ablation_losses", "hook-zeroes-queries", "ablation-zeroes-query",
-          hooked("model.blocks[layer].attn.q_proj", "head * Dh:(head + 1) * Dh")),
+          hooked("model.blocks[layer].attn.q_proj", "..., head * Dh:(head + 1) * Dh")),
     wrong("head_ablation_losses", "hook-zeroes-keys", "ablation-zeroes-query",
-          hooked("model.blocks[layer].attn.k_proj", "head * Dh:(head + 1) * Dh")),
-    wrong("head_ablation_losses", "pre-hook-zeroes-attention-input", "ablation-zeroes-input", '''
-        def head_ablation_losses(model, tokens, period):
-            L, H = model.config.n_layer, model.config.n_head
-            Dh = model.config.n_embed // H
-            out = torch.zeros(L, H)
-            for layer in range(L):
-                for head in range(H):
-                    def switch_off(module, args):
-                        x = args[0].clone()
-                        x[..., head * Dh:(head + 1) * Dh] = 0
-                        return (x, *args[1:])
-                    handle = model.blocks[layer].attn.register_forward_pre_hook(switch_off)
-                    with torch.no_grad():
-                        logits, _ = model(tokens)
-                    handle.remove()
-                    out[layer, head] = F.cross_entropy(logits[:, period - 1:-1].transpose(1, 2), tokens[:, period:])
-            return out
-    '''),
-    wrong("head_ablation_losses", "pre-hook-first-sequence", "ablation-one-sequence", '''
-        def head_ablation_losses(model, tokens, period):
-            L, H = model.config.n_layer, model.config.n_head
-            Dh = model.config.n_embed // H
-            out = torch.zeros(L, H)
-            for layer in range(L):
-                for head in range(H):
-                    def switch_off(module, args):
-                        y = args[0].clone()
-                        y[0, :, head * Dh:(head + 1) * Dh] = 0
-                        return (y,)
-                    handle = model.blocks[layer].attn.o_proj.register_forward_pre_hook(switch_off)
-                    with torch.no_grad():
-                        logits, _ = model(tokens)
-                    handle.remove()
-                    out[layer, head] = F.cross_entropy(logits[:, period - 1:-1].transpose(1, 2), tokens[:, period:])
-            return out
-    '''),
+          hooked("model.blocks[layer].attn.k_proj", "..., head * Dh:(head + 1) * Dh")),
+    wrong("head_ablation_losses", "pre-hook-zeroes-attention-input", "ablation-zeroes-input",
+          hooked("model.blocks[layer].attn", "..., head * Dh:(head + 1) * Dh", pre=True)),
+    wrong("head_ablation_losses", "pre-hook-first-sequence", "ablation-one-sequence",
+          hooked("model.blocks[layer].attn.o_proj", "0, :, head * Dh:(head + 1) * Dh", pre=True)),
     wrong("head_ablation_losses", "skips-first-repeat", "ablation-wrong-positions", ablation(
         loss="F.cross_entropy(logits[:, period:-1].reshape(-1, logits.size(-1)), tokens[:, period + 1:].reshape(-1))")),
     wrong("head_ablation_losses", "not-shifted", "ablation-not-shifted", ablation(
@@ -439,11 +366,11 @@ VARIANTS = [
     wrong("head_ablation_losses", "mask-inverted", "ablation-mask-inverted",
           ablation(mask="mask = torch.zeros(L, H); mask[layer, head] = 1")),
     wrong("head_ablation_losses", "hook-residual-channels", "ablation-zeroes-residual",
-          hooked("model.blocks[layer]", "head * Dh:(head + 1) * Dh")),
+          hooked("model.blocks[layer]", "..., head * Dh:(head + 1) * Dh")),
     wrong("head_ablation_losses", "hook-whole-residual", "ablation-zeroes-residual",
-          hooked("model.blocks[layer]", ":")),
+          hooked("model.blocks[layer]", "...")),
     wrong("head_ablation_losses", "hook-after-o-proj", "ablation-after-projection",
-          hooked("model.blocks[layer].attn", "head * Dh:(head + 1) * Dh")),
+          hooked("model.blocks[layer].attn", "..., head * Dh:(head + 1) * Dh")),
     wrong("head_ablation_losses", "mask-never-reset", "ablation-not-restored", '''
         def head_ablation_losses(model, tokens, period):
             L, H = model.config.n_layer, model.config.n_head
