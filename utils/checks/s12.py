@@ -80,13 +80,15 @@ def seen_line(case: Seen) -> str:
     return f"{case.what}：{which} {first_value(want)}，你的函数给出 {first_value(got)}"
 
 
-def diagnose(seen: list[Seen], step: str = "") -> None:
+def diagnose(seen: list[Seen], step_of) -> None:
     """Raise the finding on these cases (nothing when every output is right): a confirmed misconception,
-    else what went wrong on the first case that went wrong. ``step`` is hint 3 (the input shown)."""
+    else what went wrong on the first case that went wrong. ``step_of(code)`` is hint 3 (the input shown), or ""
+    for the code's own."""
     wrong = [case for case in seen if not case.right()]
     if not wrong:
         return
     code = confirmed(seen)
+    step = step_of(code or "wrong")
     if code is not None:
         told = [case for case in seen if case.shows(code) and case.tells(code)][:2]
         raise CheckError(code, "；".join(seen_line(case) for case in told) + "。两处都正好是下面这个误区算出的结果。",
@@ -94,7 +96,7 @@ def diagnose(seen: list[Seen], step: str = "") -> None:
     case = wrong[0]
     got, want = case.got, case.truth["want"]
     if got.shape != want.shape:
-        raise CheckError("wrong-shape", seen_line(case) + "。", step=step)
+        raise CheckError("wrong-shape", seen_line(case) + "。", step=step_of("wrong-shape"))
     if not torch.isfinite(got).all() and torch.isfinite(want).all():
         raise CheckError("nan-output", joined(case.what, "时的输出含有 NaN/inf（应全是有限值）。"), step=step)
     diff = (got.detach().double() - want.double()).abs()
@@ -234,15 +236,18 @@ def induction_truth(spec: tuple, period: int) -> dict:
     return {"want": want, "wrong": wrong}
 
 
-def _score_step(exercise: str, seen: list[Seen], args_text: str) -> str:
+def _score_step(exercise: str, seen: list[Seen], args_text: str, code: str) -> str:
     """Hint 3 of a score's finding: the small shown pattern (the first case), what it should give and what the
-    candidate gave; when that one came out right, the first designed or random case that did not."""
+    candidate gave; when that one came out right, a named misconception's own hint 3, else the first case that
+    went wrong."""
     shown = seen[0]
     if not shown.right():
         got = (f"你的函数给出形状 {tuple(shown.got.shape)}" if shown.got.shape != shown.truth["want"].shape
                else f"你的函数给出 {first_value(shown.got)}")
         return (f"先在这个小例子上手算（行是查询、列是键）：{shown_text(exercise)}{args_text}。应得 0 维张量 "
                 f"{first_value(shown.truth['want'])}，{got}。写下你取的是哪几格、除以几，再对照公式。")
+    if code not in ("wrong", "wrong-shape"):
+        return ""
     case = next(case for case in seen if not case.right())
     return (f"小例子 {shown_text(exercise)}{args_text} 你的函数算对了（{first_value(shown.got)}）；错在{case.what}上。"
             "那里和小例子不同的是前导维和 T：把你的每一步在这个形状上打印 .shape，看哪一维被平均或取错了。")
@@ -283,7 +288,7 @@ def _judge_scores(exercise: str, cases, truth_of):
         calls.append((what, Call(CANDIDATE, (pattern_of(spec), *args), pure=True), truth_of(spec, *args), 1e-5, 1e-4))
     seen = yield from run_cases(calls)
     args_text = "" if exercise == "previous_token_score" else f"，period = {SHOWN_PERIOD}"
-    diagnose(seen, _score_step(exercise, seen, args_text) if any(not case.right() for case in seen) else "")
+    diagnose(seen, functools.partial(_score_step, exercise, seen, args_text))
 
 
 @check("previous_token_score")
@@ -516,7 +521,7 @@ def ablation_input(i: int = 0, seed: int = 0):
     return given_model(sizes, w), tokens, period
 
 
-def _ablation_step(seen: list[Seen], seed: int) -> str:
+def _ablation_step(seen: list[Seen], seed: int, _code: str) -> str:
     """Hint 3: the first case that came out wrong, how to rebuild it, its unablated loss and one entry."""
     i, case = next((i, case) for i, case in enumerate(seen) if not case.right())
     want, got = case.truth["want"], case.got
@@ -553,7 +558,7 @@ def check_head_ablation_losses(extended: bool = False, seed: int = 0):
             raise CheckError("ablation-model-changed", f"{what}：损失表对了，但调用之后模型本身变了："
                                                        "不带 head_mask 再算一次，logits 与调用之前不同"
                                                        "（留下了钩子，或改了权重没有改回来）。")
-    diagnose(seen, _ablation_step(seen, seed) if any(not case.right() for case in seen) else "")
+    diagnose(seen, functools.partial(_ablation_step, seen, seed))
 
 
 # --- quiz_induction_heads -------------------------------------------------------------------------
