@@ -71,7 +71,8 @@ def eaten_escapes(kind: str, source: str) -> list[str]:
             tree = ast.parse(re.sub(r"^\s*[%!].*$", "", source, flags=re.M))
         except SyntaxError:
             return []
-        texts = [node.value for node in ast.walk(tree) if isinstance(node, ast.Constant) and isinstance(node.value, str)]
+        texts = [node.value for node in ast.walk(tree)
+                 if isinstance(node, ast.Constant) and isinstance(node.value, str)]
     return [f"an escape ate a LaTeX backslash: {text[max(0, m.start() - 20):m.end() + 10]!r}"
             for text in texts for m in _EATEN_ESCAPE.finditer(text)]
 
@@ -172,7 +173,7 @@ def test_rules_leave_good_text_alone(name):
 def test_no_module_string_lost_a_latex_backslash():
     """The course's Python modules (the checks' messages, the demos' labels): no string with an eaten escape."""
     root = pathlib.Path(__file__).resolve().parents[1]
-    modules = [root / "course.py", *(path for folder in ("utils", "autograder") for path in (root / folder).rglob("*.py"))]
+    modules = [root / "course.py", *(root / "utils").rglob("*.py"), *(root / "autograder").rglob("*.py")]
     found = [f"{path.relative_to(root)}: {p}" for path in sorted(modules)
              for p in eaten_escapes("code", path.read_text(encoding="utf-8"))]
     assert not found, "\n".join(found)

@@ -318,10 +318,11 @@ VARIANTS = [
         "/ math.sqrt(self.head_dim)", "/ math.sqrt(self.n_head * self.head_dim)")),
     # no mask once there is a cache ("a cache means one new token at a time"): right without one
     wrong("DecoderLM", "no-mask-under-cache", "cache-mask-offset", lm(
-        mask="torch.ones(T, S, dtype=torch.bool).tril(diagonal=S - T) if cache is None else torch.ones(T, S, dtype=torch.bool)")),
+        mask="torch.ones(T, S, dtype=torch.bool).tril(diagonal=S - T if cache is None else S)")),
     # k rotated after cache.update: the cached keys are rotated again by the new positions' angles (a crash)
     wrong("DecoderLM", "rope-after-cache-update", "rope-after-cache", lm(rope="pass").replace(
-        "        S = k.size(2)\n", "        S = k.size(2)\n        q, k = apply_rope(q, angles), apply_rope(k, angles)\n")),
+        "        S = k.size(2)\n",
+        "        S = k.size(2)\n        q, k = apply_rope(q, angles), apply_rope(k, angles)\n")),
     # F.scaled_dot_product_attention's is_causal aligns the mask top-left: right without a cache only
     wrong("DecoderLM", "sdpa-is-causal-with-cache", "cache-mask-offset", lm().replace(_SOFTMAX_ATTENTION, """
         y = F.scaled_dot_product_attention(q, k, v, is_causal=True)""")),
@@ -368,11 +369,14 @@ VARIANTS = [
         def count_parameters(config):
             C, V, H, Hkv, F = config.n_embed, config.vocab_size, config.n_head, config.n_kv_head, config.ffn_hidden
             D = C // H
-            layers = [nn.Embedding(V, C), nn.RMSNorm(C)] + ([] if config.tie_embeddings else [nn.Linear(C, V, bias=False)])
+            layers = [nn.Embedding(V, C), nn.RMSNorm(C)]
+            if not config.tie_embeddings:
+                layers.append(nn.Linear(C, V, bias=False))
             for _ in range(config.n_layer):
                 layers += [nn.Linear(C, H * D, bias=False), nn.Linear(C, Hkv * D, bias=False),
-                           nn.Linear(C, Hkv * D, bias=False), nn.Linear(H * D, C, bias=False), nn.Linear(C, F, bias=False),
-                           nn.Linear(C, F, bias=False), nn.Linear(F, C, bias=False), nn.RMSNorm(C), nn.RMSNorm(C)]
+                           nn.Linear(C, Hkv * D, bias=False), nn.Linear(H * D, C, bias=False),
+                           nn.Linear(C, F, bias=False), nn.Linear(C, F, bias=False), nn.Linear(F, C, bias=False),
+                           nn.RMSNorm(C), nn.RMSNorm(C)]
             return sum(p.numel() for layer in layers for p in layer.parameters())
     '''),
     wrong("count_parameters", "tied-twice", "param-count-tied-twice", count(lm_head="V * C")),
@@ -462,7 +466,8 @@ VARIANTS = [
         "last = last / temperature", "last = last * temperature"))),
     # the temperature divides the probabilities: multinomial renormalises, and it cancels out
     wrong("generate", "temperature-after-softmax", "generate-temperature-after-softmax", gen(pick=_PICK.replace(
-        "last = last / temperature", "pass").replace("F.softmax(last, dim=-1)", "F.softmax(last, dim=-1) / temperature"))),
+        "last = last / temperature", "pass").replace(
+        "F.softmax(last, dim=-1)", "F.softmax(last, dim=-1) / temperature"))),
     wrong("generate", "global-random", "ignores-generator", gen(pick=_PICK.replace(", generator=generator)", ")"))),
     # --- top_p_filter ---
     right("top_p_filter", "reference", top_p()),

@@ -183,24 +183,30 @@ def gqa_weights(C: int, H: int, Hkv: int, seed: int) -> dict[str, torch.Tensor]:
                           "o_proj.weight": (C, C)}, seed)
 
 
+def _heads(y, n: int, split: str = "transpose"):
+    """A projection y (B, T, n·Dh) as n heads (B, n, T, Dh); split "view": read straight as (B, n, T, Dh),
+    without the transpose (a misconception: each "head" is then a run of positions' channels)."""
+    B, T, _ = y.shape
+    return y.view(B, n, T, -1) if split == "view" else y.view(B, T, n, -1).transpose(1, 2)
+
+
 @oracle
-def _kv(x, w, Hkv):
+def _kv(x, w, Hkv, split="transpose"):
     """k and v of x, (B, Hkv, T, Dh) each, in float64."""
-    B, T, _ = x.shape
-    k = (x.double() @ w["k_proj.weight"].double().T).view(B, T, Hkv, -1).transpose(1, 2)   # (B, Hkv, T, Dh)
-    v = (x.double() @ w["v_proj.weight"].double().T).view(B, T, Hkv, -1).transpose(1, 2)
+    k = _heads(x.double() @ w["k_proj.weight"].double().T, Hkv, split)                   # (B, Hkv, T, Dh)
+    v = _heads(x.double() @ w["v_proj.weight"].double().T, Hkv, split)
     return k, v
 
 
 @oracle
 def _attend(x, w, H, Hkv, past=None, grouping="interleave", mask="offset", scale=None, o_proj=True,
-            use_past=True):
+            use_past=True, split="transpose", merge="transpose", softmax_dim=-1):
     """GQA of x from the weights w, in float64. past: the (k, v) of earlier positions, or None.
     The options give the misconceptions' outputs."""
     B, T, C = x.shape
     Dh = C // H
-    q = (x.double() @ w["q_proj.weight"].double().T).view(B, T, H, Dh).transpose(1, 2)   # (B, H, T, Dh)
-    k, v = _kv(x, w, Hkv)                                                       # (B, Hkv, T, Dh)
+    q = _heads(x.double() @ w["q_proj.weight"].double().T, H, split)          # (B, H, T, Dh)
+    k, v = _kv(x, w, Hkv, split)                                                # (B, Hkv, T, Dh)
     if past is not None and use_past:
         k, v = torch.cat([past[0], k], dim=2), torch.cat([past[1], v], dim=2)  # (B, Hkv, S, Dh)
     S = k.size(2)
@@ -211,8 +217,11 @@ def _attend(x, w, H, Hkv, past=None, grouping="interleave", mask="offset", scale
     full = torch.ones(S, S, dtype=torch.bool).tril()                          # (S, S)
     allowed = {"offset": full[S - T:], "top-left": full[:T], "none": None}[mask]   # (T, S)
     scale = 1 / math.sqrt(Dh) if scale is None else scale
-    y = F.scaled_dot_product_attention(q, k, v, attn_mask=allowed, scale=scale)      # (B, H, T, Dh)
-    y = y.transpose(1, 2).reshape(B, T, C)                                    # (B, T, C)
+    scores = q @ k.transpose(-2, -1) * scale                                  # (B, H, T, S)
+    if allowed is not None:
+        scores = scores.masked_fill(~allowed, float("-inf"))
+    y = torch.softmax(scores, dim=softmax_dim).nan_to_num() @ v               # (B, H, T, Dh)
+    y = y.transpose(1, 2).reshape(B, T, C) if merge == "transpose" else y.reshape(B, T, C)   # (B, T, C)
     return y @ w["o_proj.weight"].double().T if o_proj else y
 
 
@@ -226,7 +235,10 @@ def gqa_outputs(x, w, H, Hkv) -> dict:
         ("not-causal", _attend(x, w, H, Hkv, mask="none")),
         ("scale-by-sqrt-C", _attend(x, w, H, Hkv, scale=1 / math.sqrt(C))),
         ("scale-missing", _attend(x, w, H, Hkv, scale=1.0)),
-        ("o-proj-missing", _attend(x, w, H, Hkv, o_proj=False))]}
+        ("o-proj-missing", _attend(x, w, H, Hkv, o_proj=False)),
+        ("view-without-transpose", _attend(x, w, H, Hkv, split="view")),
+        ("view-without-transpose", _attend(x, w, H, Hkv, split="view", merge="view")),
+        ("softmax-wrong-dim", _attend(x, w, H, Hkv, softmax_dim=-2))]}
 
 
 @oracle
