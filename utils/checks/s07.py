@@ -11,7 +11,6 @@ from __future__ import annotations
 import math
 
 import torch
-import torch.nn.functional as F
 
 from .common import fixed_weights, load, make_module, part, quiz_number, require_linear
 from .compare import close, expect, quiz_answers, randn, type_name
