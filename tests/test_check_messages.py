@@ -56,7 +56,7 @@ def test_pass_line_uses_the_pass_mark(capsys):
 
 
 @pytest.mark.parametrize("quiz", ["quiz_head_width", "quiz_attention_memory", "quiz_complexity", "quiz_kv_cache",
-                                  "quiz_ffn_share", "quiz_rope", "quiz_read_config", "quiz_misconceptions",
+                                  "quiz_rope", "quiz_read_config", "quiz_misconceptions",
                                   "quiz_induction_heads"])
 def test_a_quiz_pass_line_names_what_only_the_hidden_test_judges(quiz, capsys):
     """A visible quiz check that leaves keys to the hidden test does not say 通过全部检查; the hidden one does."""
