@@ -70,7 +70,7 @@ def check_repeat_kv(extended: bool = False, seed: int = 0):
         x = torch.arange(B * Hkv * T * Dh, dtype=torch.float32).reshape(B, T, Hkv, Dh).transpose(1, 2) + seed % 1000
         got = yield Call(CANDIDATE, (x, n_rep), pure=True)
         outs = repeat_outputs(x, n_rep)
-        expect(got, outs["want"], f"x 形状 {tuple(x.shape)}、n_rep={n_rep} 时", outs["wrong"])
+        expect(got, outs["want"], f"x 形状 {tuple(x.shape)}、n_rep={n_rep} 时", outs["wrong"], inputs={"x": x})
 
 
 # --- KVCache --------------------------------------------------------------------------------
@@ -352,7 +352,8 @@ def check_GroupedQueryAttention(extended: bool = False, seed: int = 0):
         outs, outs2 = gqa_outputs(x, w, H, Hkv), gqa_outputs(x2, w, H, Hkv)
         label = f"B={B}, T={T}, n_embed={C}, n_head={H}, n_kv_head={Hkv}"
         # 1. the full causal forward, no cache
-        expect((yield Call(m, (x,), pure=True)), outs["want"], f"{label} 时的输出（不带缓存）", outs["wrong"])
+        expect((yield Call(m, (x,), pure=True)), outs["want"], f"{label} 时的输出（不带缓存）", outs["wrong"],
+               inputs={"x": x})
         # 2. uneven chunks through a fresh cache == the full forward; the new positions' mask
         #    is offset by the cached length
         what = f"{label}，按分块 {list(chunks)} 带缓存解码的输出（应等于一次算完的输出）"

@@ -157,14 +157,15 @@ def _check_low_precision(shape, scale, eps, dtype, seed: int):
         raise CheckError("rmsnorm-low-precision",
                          f"{what}里有 {lost} 个 token 全是 0 或 NaN/inf：{_name(dtype)} 最大只能表示 {top:g}，"
                          f"大于 {math.sqrt(top):.0f} 的分量平方后就溢出了。")
-    _expect_rms(got, want, x, what, atol=LOW_TOL[dtype], rtol=LOW_TOL[dtype])
+    _expect_rms(got, want, {"x": x, "weight": weight}, what, atol=LOW_TOL[dtype], rtol=LOW_TOL[dtype])
 
 
-def _expect_rms(got, want: torch.Tensor, x: torch.Tensor, what: str, wrong=(), atol=1e-5, rtol=1e-4) -> None:
+def _expect_rms(got, want: torch.Tensor, given: dict, what: str, wrong=(), atol=1e-5, rtol=1e-4) -> None:
     """``expect`` with a known misconception first, then the output's dtype (a value off only because it was
-    rounded to another dtype is that), then the generic [wrong]."""
+    rounded to another dtype is that), then the generic [wrong]. ``given``: the input x and the loaded weight."""
+    x = given["x"]
     try:
-        expect(got, want, what, wrong, atol=atol, rtol=rtol)
+        expect(got, want, what, wrong, atol=atol, rtol=rtol, inputs=given)
     except CheckError as err:
         if err.code == "wrong":
             _require_dtype(got, x, what)
@@ -180,7 +181,7 @@ def check_RMSNorm(extended: bool = False, seed: int = 0):
         got = yield from _normalised(module, (x,))
         outs = rms_outputs(x, weight, 1e-6 if eps is None else eps, eps is not None)
         what = f"输入形状 {shape}、数值量级 {scale:g}、eps={'默认' if eps is None else eps} 时的输出"
-        _expect_rms(got, outs["want"], x, what, outs["wrong"])
+        _expect_rms(got, outs["want"], {"x": x, "weight": weight}, what, outs["wrong"])
     for i, case in enumerate(LOW_CASES + (hidden_low_cases() if extended else [])):
         yield from _check_low_precision(*case, seed=seed + 100 + i)
 
@@ -243,7 +244,7 @@ def check_layer_norm(extended: bool = False, seed: int = 0):
         got = yield from _normalised(CANDIDATE, (x, w, b), {} if eps is None else {"eps": eps})
         outs = ln_outputs(x, w, b, 1e-5 if eps is None else eps, eps is not None)
         what = f"输入形状 {shape}、数值量级 {scale:g}、eps={'默认' if eps is None else eps} 时的输出"
-        expect(got, outs["want"], what, outs["wrong"], atol=1e-5, rtol=1e-4)
+        expect(got, outs["want"], what, outs["wrong"], atol=1e-5, rtol=1e-4, inputs={"x": x, "weight": w, "bias": b})
 
 
 # --- FeedForward / SwiGLU ----------------------------------------------------------------------
@@ -298,7 +299,7 @@ def check_FeedForward(extended: bool = False, seed: int = 0):
         outs = ffn_outputs(x, weights)
         if close(got, outs["tanh"]):
             continue  # GPT-2's tanh approximation of GELU is fine too
-        expect(got, outs["want"], f"B={B}, T={T}, n_embed={C}, hidden={H} 时的输出", outs["wrong"])
+        expect(got, outs["want"], f"B={B}, T={T}, n_embed={C}, hidden={H} 时的输出", outs["wrong"], inputs={"x": x})
 
 
 SWIGLU_CASES = [(2, 5, 8, 12), (1, 3, 6, 16)]
@@ -345,7 +346,7 @@ def check_SwiGLU(extended: bool = False, seed: int = 0):
         x = 2 * randn(B, T, D, seed=seed + 10 + i)                                         # (B, T, D)
         got = yield Call(ffn, (x,), pure=True)
         outs = swiglu_outputs(x, weights)
-        expect(got, outs["want"], f"B={B}, T={T}, dim={D}, hidden={H} 时的输出", outs["wrong"])
+        expect(got, outs["want"], f"B={B}, T={T}, dim={D}, hidden={H} 时的输出", outs["wrong"], inputs={"x": x})
 
 
 # --- Block -------------------------------------------------------------------------------------
@@ -453,7 +454,7 @@ def check_Block(extended: bool = False, seed: int = 0):
         x = 3 * randn(B, T, C, seed=seed + 10 + i) + 1                                      # (B, T, C), not normalised
         got = yield Call(block, (x,), pure=True)
         outs = block_outputs(x, weights, H, BLOCK_EPS)
-        expect(got, outs["want"], f"B={B}, T={T}, n_embed={C}, n_head={H} 时的输出", outs["wrong"])
+        expect(got, outs["want"], f"B={B}, T={T}, n_embed={C}, n_head={H} 时的输出", outs["wrong"], inputs={"x": x})
 
 
 # --- quiz_ffn_share ----------------------------------------------------------------------------

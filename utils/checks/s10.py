@@ -498,11 +498,11 @@ def _localise(seen: dict, trace, what: str, forwards: int = 1) -> None:
         raise CheckError(_PART_CODES[name.split(".")[-1]], f"{what}：{label}是第一个输入对、输出却不对的部件。")
 
 
-def _expect_localised(got, outs: dict, seen: dict, what: str, wrong=(), forwards: int = 1) -> None:
+def _expect_localised(got, outs: dict, seen: dict, what: str, wrong=(), forwards: int = 1, inputs=None) -> None:
     """expect(got, outs["want"]); on a plain mismatch, the part of the model that is wrong (as the kernel's
     hooks saw each part's input and output)."""
     try:
-        expect(got, outs["want"], what, wrong, atol=1e-4)
+        expect(got, outs["want"], what, wrong, atol=1e-4, inputs=inputs)
     except CheckError as err:
         if err.code == "wrong":
             _localise(seen, outs["trace"], what, forwards)
@@ -523,12 +523,13 @@ def check_DecoderLM(extended: bool = False, seed: int = 0):
         outs = lm_outputs(w, cfg, idx, targets)
         observed = yield Call(model, (idx,), pure=True, watch=Watch(hooks=_hooked(cfg.n_layer)))
         logits, loss = _split(observed.value, label)
-        _expect_localised(logits, outs, observed.seen, f"{label} 时的 logits", outs["wrong"])
+        _expect_localised(logits, outs, observed.seen, f"{label} 时的 logits", outs["wrong"], inputs={"idx": idx})
         if loss is not None:
             raise CheckError("wrong-type", f"{label}：没给 targets 时 loss 应为 None，实际是 {type_name(loss)}。")
         yield from _check_block_interface(model, w, cfg, idx, label)
         _, loss = _split((yield Call(model, (idx,), {"targets": targets}, pure=True)), label)
-        expect(loss, outs["loss"], f"{label}，给了 targets 时的 loss", outs["wrong_loss"], atol=1e-4)
+        expect(loss, outs["loss"], f"{label}，给了 targets 时的 loss", outs["wrong_loss"], atol=1e-4,
+               inputs={"idx": idx, "targets": targets})
         # chunks through fresh caches == the full forward: RoPE positions start at the cached length
         what = f"{label}，按分块 {list(chunks)} 带缓存解码的 logits（应等于一次算完的 logits）"
         script = lm_cache_script(w, cfg, idx, chunks)
