@@ -156,6 +156,9 @@ VARIANTS = [
         body="return x / (x.norm(dim=-1, keepdim=True) / math.sqrt(x.size(-1)) + self.eps) * self.weight")),
     wrong("RMSNorm", "bessel", "rmsnorm-bessel", rms(
         body="return x / torch.sqrt(x.pow(2).sum(dim=-1, keepdim=True) / (x.size(-1) - 1) + self.eps) * self.weight")),
+    # the batch dimension squeezed away: right for every batch but a single sequence
+    wrong("RMSNorm", "squeezes-batch", "wrong-shape", rms(
+        body="x = x.squeeze(0)\n        " + _RMS_NAIVE)),
     wrong("RMSNorm", "sum-of-squares", "rmsnorm-sum-not-mean", rms(
         body="return x / torch.sqrt(x.pow(2).sum(dim=-1, keepdim=True) + self.eps) * self.weight")),
     wrong("RMSNorm", "norm-not-rms", "rmsnorm-sum-not-mean", rms(

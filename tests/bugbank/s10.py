@@ -537,6 +537,9 @@ VARIANTS = [
         result="F.softmax(logits, dim=-1).masked_fill(~keep, 0.0)")),
     wrong("top_p_filter", "fills-zero", "top-p-fill-not-neg-inf", top_p(result="logits.masked_fill(~keep, 0.0)")),
     wrong("top_p_filter", "in-place", "modified-input", top_p(result="logits.masked_fill_(~keep, float(\"-inf\"))")),
+    # a single row squeezed to a vector: right for every batch but one sequence
+    wrong("top_p_filter", "squeezes-one-row", "top-p-leading-dims", top_p(
+        **{"    if top_p >= 1.0:": "    logits = logits.squeeze(0)\n    if top_p >= 1.0:"})),
     wrong("top_p_filter", "rows-are-dim-0", "top-p-leading-dims", '''
         def top_p_filter(logits, top_p):
             out = logits.clone()

@@ -12,8 +12,9 @@ from .oracle import instructor_only, oracle
 from .protocol import CANDIDATE, Attr, Call
 from .s01 import FIXED_TRANSPOSE
 
-# (batch dims, Tq, Tk, D, Dv): Tq != Tk and D != Dv expose swapped roles and the wrong scale.
-ATTENTION_CASES = [((2,), 4, 6, 8, 3), ((), 5, 5, 4, 4), ((2, 3), 3, 7, 16, 5)]
+# (batch dims, Tq, Tk, D, Dv): Tq != Tk and D != Dv expose swapped roles and the wrong scale; (1,) is a single
+# sequence, the most common real input.
+ATTENTION_CASES = [((2,), 4, 6, 8, 3), ((), 5, 5, 4, 4), ((2, 3), 3, 7, 16, 5), ((1,), 4, 3, 2, 5)]
 # (B, T, n_embed, head_size, context_length): head_size != n_embed, T < context_length.
 HEAD_CASES = [(2, 5, 12, 4, 8), (1, 8, 8, 8, 8), (3, 3, 16, 2, 10)]
 

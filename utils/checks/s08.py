@@ -54,7 +54,7 @@ def _wrong_dims(shape) -> list:
 # --- RMSNorm ---------------------------------------------------------------------------------
 
 # (shape, input scale, eps passed to the constructor or None = the default 1e-6)
-RMS_CASES = [((2, 5, 8), 1.0, None), ((3, 7), 1e-3, None), ((2, 3, 4, 6), 2e-2, 1e-3)]
+RMS_CASES = [((2, 5, 8), 1.0, None), ((3, 7), 1e-3, None), ((2, 3, 4, 6), 2e-2, 1e-3), ((1, 4, 6), 1.0, None)]
 # A module cast to a low-precision dtype: (shape, input scale, eps or None, dtype). At scale 300 most
 # tokens have an entry above 256, whose square overflows float16 (largest finite value 65504).
 LOW_CASES = [((2, 4, 16), 300.0, None, torch.float16)]
@@ -203,7 +203,7 @@ def _ln(x, w, b, eps, dims=(-1,), unbiased=False, center=True, sqrt=True, eps_in
     return y * w + b
 
 
-LN_CASES = [((2, 5, 8), 1.0, None), ((3, 7), 1e-3, None), ((2, 3, 4, 6), 2e-2, 1e-3)]
+LN_CASES = [((2, 5, 8), 1.0, None), ((3, 7), 1e-3, None), ((2, 3, 4, 6), 2e-2, 1e-3), ((1, 4, 6), 1.0, None)]
 
 
 @instructor_only

@@ -814,7 +814,7 @@ DESIGNED_PROBS = [[0.82, 0.06, 0.05, 0.04, 0.02, 0.01], [0.20, 0.19, 0.18, 0.16,
 DESIGNED_SHIFTS = [1.5, -0.5, 3.0]
 # (leading shape, vocab, top_p, scale of the random logits); each cumulative sum stays clear of top_p
 TOP_P_CASES = [((5,), 11, 0.9, 2.0), ((4,), 9, 0.5, 1.0)]
-TOP_P_DIMS_CASES = [((), 10, 0.8, 2.0), ((2, 3), 7, 0.6, 1.5)]               # any leading dims
+TOP_P_DIMS_CASES = [((), 10, 0.8, 2.0), ((2, 3), 7, 0.6, 1.5), ((1,), 9, 0.7, 1.5)]   # any leading dims, one row
 BOUNDARY_GAP = 2e-3                                                            # no cumulative sum this near top_p
 
 
