@@ -379,6 +379,9 @@ VARIANTS = [
                            nn.RMSNorm(C), nn.RMSNorm(C)]
             return sum(p.numel() for layer in layers for p in layer.parameters())
     '''),
+    # equals [param-count-no-final-norm] on the tied configurations only: one number can coincide with a
+    # misconception's by accident, so a diagnosis is confirmed on the other configurations first
+    wrong("count_parameters", "final-norm-only-untied", "wrong", count(final_norm="0 if config.tie_embeddings else C")),
     wrong("count_parameters", "tied-twice", "param-count-tied-twice", count(lm_head="V * C")),
     wrong("count_parameters", "untied-once", "param-count-untied-once", count(lm_head="0")),
     wrong("count_parameters", "no-norms", "param-count-no-norms", count(block_norms="0", final_norm="0")),

@@ -589,12 +589,14 @@ def _counted(cfg, what: str):
 
 @check("count_parameters")
 def check_count_parameters(extended: bool = False, seed: int = 0):
+    answers = []                                                     # (what, got, counts) per configuration
     for sizes in COUNT_CASES + (hidden_count_cases() if extended else []) + [_drawn_count_case(seed)]:
         cfg = _config(**sizes)
-        counts = param_counts(cfg)
         what = (f"vocab={cfg.vocab_size}, n_embed={cfg.n_embed}, n_head={cfg.n_head}, n_kv_head={cfg.n_kv_head}, "
                 f"n_layer={cfg.n_layer}, ffn_hidden={cfg.ffn_hidden}, tie_embeddings={cfg.tie_embeddings}")
-        got, want = (yield from _counted(cfg, what)), counts["want"]
+        answers.append((what, (yield from _counted(cfg, what)), param_counts(cfg)))
+    for what, got, counts in answers:
+        want = counts["want"]
         if isinstance(got, bool) or not isinstance(got, int):
             if isinstance(got, float) and got == want:
                 raise CheckError("wrong-type", f"{what}：数值对了，但应返回 int（参数个数），实际是 float。")
@@ -602,9 +604,17 @@ def check_count_parameters(extended: bool = False, seed: int = 0):
         if got == want:
             continue
         for code, value in counts["wrong"]:
-            if value != want and got == value:
+            if value != want and got == value and _confirmed(code, answers, what):
                 raise CheckError(code, f"{what}：应为 {want:,} 个参数，实际是 {got:,}。")
         raise CheckError("wrong", f"{what}：应为 {want:,} 个参数，实际是 {got:,}（相差 {got - want:+,}）。")
+
+
+def _confirmed(code: str, answers: list, first: str) -> bool:
+    """A count that equals a misconception's on one configuration is that misconception only if it equals it on
+    the other configurations where the misconception changes the count too (a count is one number: another
+    mistake can give it by accident)."""
+    others = [(got, dict(counts["wrong"])[code], counts["want"]) for what, got, counts in answers if what != first]
+    return all(got == wrong for got, wrong, want in others if wrong != want)
 
 
 # --- generate ----------------------------------------------------------------------------------
@@ -912,19 +922,33 @@ def _which(kept: torch.Tensor, truth: dict) -> str:
             f"核是 token {nucleus_tokens}")
 
 
-def _judge(kept: torch.Tensor, logits, top_p: float, what: str) -> None:
-    """kept (..., V) is a nucleus of every row (ties at the boundary either way), else the diagnosis."""
-    truth = nucleus(logits, top_p)
+def _is_nucleus(kept: torch.Tensor, truth: dict) -> bool:
+    """kept (..., V) is a nucleus of every row (ties at the boundary either way)."""
     must, may, need = truth["must"], truth["may"], truth["need"]
-    if (kept >= must).all() and (kept <= must | may).all() and ((kept & may).sum(-1) >= need).all():
+    return bool((kept >= must).all() and (kept <= must | may).all() and ((kept & may).sum(-1) >= need).all())
+
+
+def _judge(kept: torch.Tensor, logits, top_p: float, what: str, others=()) -> None:
+    """kept (..., V) is a nucleus of every row, else the diagnosis. A mask is a few bits, which another mistake
+    can give by accident: a misconception is named only if it also gives what was kept in ``others``, the
+    other cases' (kept, logits, top_p), wherever it keeps a set that is not a nucleus."""
+    truth = nucleus(logits, top_p)
+    if _is_nucleus(kept, truth):
         return
     found = _which(kept, truth)
     if top_p >= 1:
         raise CheckError("top-p-one-drops", f"{what}：{found}（top_p = 1.0 全部保留）。")
     for code, mask in truth["wrong"]:
-        if torch.equal(kept, mask):
+        if torch.equal(kept, mask) and all(_agrees(code, *other) for other in others):
             raise CheckError(code, f"{what}：{found}，留下的正是下面这个误区选出的那些。")
     raise CheckError("wrong", f"{what}：{found}（核：从最可能的开始累加概率，第一次达到 top_p 为止）。")
+
+
+def _agrees(code: str, kept: torch.Tensor, logits, top_p: float) -> bool:
+    """On another case, what was kept is what misconception ``code`` keeps (or that misconception keeps a nucleus
+    there, which tells nothing)."""
+    truth = nucleus(logits, top_p)
+    return any(_is_nucleus(mask, truth) or torch.equal(kept, mask) for c, mask in truth["wrong"] if c == code)
 
 
 def _top_p_case(logits, top_p: float, what: str):
@@ -933,10 +957,16 @@ def _top_p_case(logits, top_p: float, what: str):
 
 @check("top_p_filter")
 def check_top_p_filter(extended: bool = False, seed: int = 0):
-    yield from _top_p_case(_designed_logits(seed), 0.75, "尖、平、居中三行 logits，top_p=0.75")
+    cases = [(_designed_logits(seed), 0.75, "尖、平、居中三行 logits，top_p=0.75")]
     for i, (lead, V, top_p, scale) in enumerate(TOP_P_CASES):
         logits = _random_logits(lead, V, scale, top_p, seed * 101 + i)
-        yield from _top_p_case(logits, top_p, f"形状 {tuple(logits.shape)} 的随机 logits，top_p={top_p}")
+        cases.append((logits, top_p, f"形状 {tuple(logits.shape)} 的随机 logits，top_p={top_p}"))
+    kept = []
+    for logits, top_p, what in cases:                  # every answer first: a diagnosis is confirmed on the others
+        kept.append((yield from _filtered(logits, top_p, what)))
+    for j, (logits, top_p, what) in enumerate(cases):
+        others = [(kept[o], cases[o][0], cases[o][1]) for o in range(len(cases)) if o != j]
+        _judge(kept[j], logits, top_p, what, others)
     ties = torch.tensor([[1.0, 1.0, 1.0, 1.0, -1.0, 0.0], [2.0, 1.0, -1.0, 1.0, -2.0, 1.0]])   # (2, 6)
     yield from _top_p_case(ties, 0.6, "边界上有并列的 logits，top_p=0.6（并列的那几个留下谁都可以）")
     wide = randn(3, 8, seed=seed + 5, scale=2.0).index_fill(-1, torch.tensor([1, 6]), -60.0)    # (3, 8)
