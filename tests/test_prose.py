@@ -141,7 +141,7 @@ BAD = {
     "line break between Chinese characters": ("markdown", "第一行的最后一个字\n第二行的第一个字"),
     "line break inside a blockquote": ("markdown", "> 引用的第一行，\n> 引用的第二行"),
     "a LaTeX arrow eaten by an escape": ("markdown", "`lm_head`（$C \to V$ 的 `nn.Linear`）"),
-    "a LaTeX fraction eaten in a code string": ("code", 'plt.title("$\\frac{1}{\\sqrt{D}}$")'),
+    "a LaTeX fraction eaten in a code string": ("code", 'plt.title("$\\frac{1}{2}$")'),
 }
 GOOD = {
     "source names without spaces": ("markdown", "第六章的代码和主干篇的表；原书仓库里的 `Head`。"),
