@@ -516,7 +516,9 @@ def _check_share(key: str, value, want, wrongs) -> None:
         if matches(value, wrong, SHARE_REL_TOL):
             verb = "写成了" if code == "quiz-share-percent" else "不是"
             raise CheckError(code, f"{key} {verb} {value!r}。")
-    raise CheckError("wrong", f"{key} 不是 {value!r}：回到 §6 的公式再算一遍。")
+    raise CheckError("wrong", f"{key} 不是 {value!r}：回到 §6 的公式再算一遍。",
+                     step="把 §6 公式里的每一项（注意力和 FFN 各自的参数个数，或每个 token 的 FLOPs）分别算出来打印，"
+                          "再按题目的定义相除；比例应在 0 和 1 之间。")
 
 
 @check("quiz_ffn_share")
@@ -534,6 +536,7 @@ def check_quiz_ffn_share(extended: bool = False, seed: int = 0):
         for code, wrong in wrongs:
             if matches(value, wrong):
                 raise CheckError(code, f"{key} 不是 {answers[key]!r}。")
-        raise CheckError("wrong", f"{key} 不是 {answers[key]!r}：回到 §6、§7 的参数公式再数一遍。")
+        raise CheckError("wrong", f"{key} 不是 {answers[key]!r}：回到 §6、§7 的参数公式再数一遍。",
+                         step="列出这一层里每一个权重矩阵的形状（题目给出了各个宽度），把它们的元素个数分别打印出来，再相加。")
     for key in SHARE_KEYS:
         _check_share(key, quiz_number(answers, key), *keys[key])
