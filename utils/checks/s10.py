@@ -589,8 +589,8 @@ def _counted(cfg, what: str):
     if made:
         raise CheckError("builds-model", f"{what}：函数运行时创建了张量（调用了 torch 的 {'、'.join(made)}），"
                                          f"也就是造了模型或它的层来数参数{OBSERVED}。检查是在 meta 设备上调用它的，"
-                                         "所以没有真的分配内存；在你自己的 notebook 里，Llama-2-7B 这么大的配置要 "
-                                         "27 GB 以上的内存，内核会被系统杀掉。")
+                                         "所以没有真的分配内存；平常调用时（11 节会用它数真实模型的参数），Llama-2-7B "
+                                         "这么大的配置要 27 GB 以上的内存，内核会被系统杀掉。")
     return seen.value
 
 
