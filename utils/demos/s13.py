@@ -35,7 +35,7 @@ class WindowedAttention(nn.Module):
         super().__init__()
         self.n_head = n_head
         self.qkv = nn.Linear(n_embed, 3 * n_embed, bias=False)
-        self.o_proj = nn.Linear(n_embed, n_embed, bias=False)
+        self.out = nn.Linear(n_embed, n_embed, bias=False)
 
     def forward(self, x, angles, allowed=None, cache=None, window=None, n_sink=0):
         B, T, C = x.shape
@@ -46,19 +46,19 @@ class WindowedAttention(nn.Module):
             k, v, positions = cache.update(k, v)                            # (B, H, S, Dh) ×2, (S,)
             allowed = visible(torch.arange(start, start + T), positions, window, n_sink)   # (T, S)
         y = F.scaled_dot_product_attention(q, k, v, attn_mask=allowed)      # (B, H, T, Dh)
-        return self.o_proj(y.transpose(1, 2).reshape(B, T, C))              # (B, T, C)
+        return self.out(y.transpose(1, 2).reshape(B, T, C))                 # (B, T, C)
 
 
 class WindowedBlock(nn.Module):
     def __init__(self, n_embed: int, n_head: int, ffn_hidden: int):
         super().__init__()
-        self.norm1, self.norm2 = RMSNorm(n_embed), RMSNorm(n_embed)
+        self.attn_norm, self.ffn_norm = RMSNorm(n_embed), RMSNorm(n_embed)
         self.attn = WindowedAttention(n_embed, n_head)
         self.ffn = SwiGLU(n_embed, ffn_hidden)
 
     def forward(self, x, angles, **attention):
-        x = x + self.attn(self.norm1(x), angles, **attention)               # (B, T, C)
-        return x + self.ffn(self.norm2(x))
+        x = x + self.attn(self.attn_norm(x), angles, **attention)               # (B, T, C)
+        return x + self.ffn(self.ffn_norm(x))
 
 
 class WindowedLM(nn.Module):
@@ -83,8 +83,7 @@ class WindowedLM(nn.Module):
         if caches is None and allowed is None:
             allowed = torch.ones(T, T, dtype=torch.bool).tril()            # (T, T) causal
         x = self.tok_emb(idx)                                               # (B, T, C)
-        for i, block in enumerate(self.blocks):
-            cache = None if caches is None else caches[i]
+        for block, cache in zip(self.blocks, caches or [None] * len(self.blocks)):
             x = block(x, self.angles[start:start + T], allowed=allowed, cache=cache, window=window, n_sink=n_sink)
         return self.lm_head(self.norm(x))                                   # (B, T, V)
 
@@ -155,7 +154,7 @@ def plot_masks(masks: Mapping[str, torch.Tensor], suptitle: str):
     for ax, (title, m) in zip(axes[0], masks.items()):
         heatmap(ax, m.float(), title, cmap="Greys", vmin=0.0, vmax=1.0, annotate=False)
     fig.suptitle(suptitle)
-    fig.tight_layout()
+    fig.tight_layout(rect=(0, 0, 1, 0.94))
     each = "；".join(f"{title}：{int(m.sum())} 个格子可以看，每行最多 {int(m.sum(-1).max())} 个"
                     for title, m in masks.items())
     describe(fig, f"{heading(suptitle)}{len(masks)} 张掩码（黑 = 可以看，白 = 屏蔽；行是查询，列是键）。{each}。")
@@ -165,11 +164,12 @@ def plot_masks(masks: Mapping[str, torch.Tensor], suptitle: str):
 @demo_figure
 def plot_receptive_field(reach: Sequence[torch.Tensor], window: int, query: int):
     """Which input positions reach the output at position ``query`` after 1, 2, … layers of a window."""
-    fig, ax = plt.subplots(figsize=(7.5, 0.6 + 0.45 * len(reach)))
+    fig, ax = plt.subplots(figsize=(9.0, 1.2 + 0.45 * len(reach)))
     rows = torch.stack([r[query].float() for r in reach])                   # (n_layer, T)
     heatmap(ax, rows, f"位置 {query} 的输出依赖哪些输入位置（窗口 {window}）", xlabel="输入位置 s",
             ylabel="层数 ℓ", cmap="Greys", vmin=0.0, vmax=1.0, annotate=False,
             row_labels=[str(i + 1) for i in range(len(reach))])
+    ax.set_xticks(range(0, rows.size(1), 4))
     for layer, row in enumerate(rows):
         first = int(row.nonzero()[0])
         ax.annotate(f"{query - first} 格", (first, layer), xytext=(-4, 0), textcoords="offset points",
@@ -205,7 +205,7 @@ def plot_streaming(curves: Mapping[str, Sequence[float]], trained: int, title: s
 @demo_figure
 def plot_bytes_per_token(groups: Mapping[str, Mapping[str, float]], title: str):
     """KiB of cache per token (all layers), one panel per published model, one bar per kind of attention."""
-    fig, axes = plt.subplots(1, len(groups), figsize=(5.2 * len(groups), 3.8), squeeze=False)
+    fig, axes = plt.subplots(1, len(groups), figsize=(5.2 * len(groups), 3.8), squeeze=False, sharey=True)
     for ax, (model, bars) in zip(axes[0], groups.items()):
         names, values = list(bars), list(bars.values())
         for i, (name, value) in enumerate(zip(names, values)):
@@ -213,8 +213,8 @@ def plot_bytes_per_token(groups: Mapping[str, Mapping[str, float]], title: str):
             ax.text(i, value, f"{value:,.0f}", ha="center", va="bottom", fontsize=8)
         ax.set_xticks(range(len(names)), names, fontsize=8)
         ax.set_yscale("log")
-        ax.set_ylabel("每个 token 的缓存（KiB，对数轴）")
         ax.set_title(model, fontsize=10)
+    axes[0][0].set_ylabel("每个 token 的缓存（KiB，对数轴）")
     fig.suptitle(title, fontsize=11)
     fig.tight_layout()
     each = "；".join(f"{model}：" + "，".join(f"{' '.join(n.split())} {v:,.0f} KiB" for n, v in bars.items())
