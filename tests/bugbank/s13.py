@@ -182,6 +182,8 @@ class RollingKVCache:
         return (torch.cat([it[1] for it in seen], dim=2), torch.cat([it[2] for it in seen], dim=2),
                 torch.tensor([it[0] for it in seen], dtype=torch.long))
 '''.strip("\n")),
+    right("RollingKVCache", "slots", rolling().replace(
+        "class RollingKVCache:\n", "class RollingKVCache:\n    __slots__ = ('window', 'n_sink', 'k', 'v', 'pos', 'seen')\n\n")),
     wrong("RollingKVCache", "trim-before-return", "rolling-evicts-early",
           rolling(select="see = (pos < self.n_sink) | (pos > L + n - self.window)\n"
                          "        k, v, pos = k[:, :, see], v[:, :, see], pos[see]")),

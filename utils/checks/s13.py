@@ -196,7 +196,11 @@ def _run_rolling(B, Hkv, Dh, window, n_sink, chunks, seed, label):
         if seen != L:
             code = "rolling-len-kept" if seen == want["kept"] != L else "cache-len-wrong"
             raise CheckError(code, f"{label}：已经见过 {L} 个位置，len(cache) 应为 {L}，实际是 {seen!r}。")
-    held = _held_positions((yield Get(Attr(cache, "__dict__"))))
+    try:
+        state = yield Get(Attr(cache, "__dict__"))
+    except CheckError:   # no __dict__ (__slots__): what it holds is not looked at
+        state = None
+    held = _held_positions(state)
     bound = n_sink + window - 1
     if held > max(bound, 0) and L > bound:
         raise CheckError("rolling-never-evicts", f"{label}：见过 {L} 个位置之后，缓存里有一个张量还存着 {held} 个位置，"
