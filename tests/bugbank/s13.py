@@ -133,6 +133,9 @@ def quiz(a="512 + 64", b="2 * 128 * 128", c="576 / 256", d="32 * 4095", e="4 + 1
     return _QUIZ.format(a=a, b=b, c=c, d=d, e=e)
 
 
+# a cache without __dict__: the check's look at what it holds must not fail a right one
+_SLOTS = "class RollingKVCache:\n    __slots__ = ('window', 'n_sink', 'k', 'v', 'pos', 'seen')\n\n"
+
 VARIANTS = [
     # --- sliding_window_mask ---
     right("sliding_window_mask", "comparisons", mask("return (s <= t) & ((s > t - window) | (s < n_sink))")),
@@ -182,8 +185,7 @@ class RollingKVCache:
         return (torch.cat([it[1] for it in seen], dim=2), torch.cat([it[2] for it in seen], dim=2),
                 torch.tensor([it[0] for it in seen], dtype=torch.long))
 '''.strip("\n")),
-    right("RollingKVCache", "slots", rolling().replace(
-        "class RollingKVCache:\n", "class RollingKVCache:\n    __slots__ = ('window', 'n_sink', 'k', 'v', 'pos', 'seen')\n\n")),
+    right("RollingKVCache", "slots", rolling().replace("class RollingKVCache:\n", _SLOTS)),
     wrong("RollingKVCache", "trim-before-return", "rolling-evicts-early",
           rolling(select="see = (pos < self.n_sink) | (pos > L + n - self.window)\n"
                          "        k, v, pos = k[:, :, see], v[:, :, see], pos[see]")),
