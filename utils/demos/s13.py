@@ -198,7 +198,7 @@ def plot_streaming(curves: Mapping[str, Sequence[float]], trained: int, title: s
     fig.tight_layout()
     each = "；".join(f"{label}：前 {trained} 个位置平均 {np.mean(v[:trained]):.2f}，之后平均 {np.mean(v[trained:]):.2f}"
                     for label, v in curves.items())
-    describe(fig, f"{heading(title)}长文本上每个位置的损失。{each}。")
+    describe(fig, f"{heading(title)}每个位置的损失，{each}。")
     return fig
 
 
