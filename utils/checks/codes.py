@@ -931,7 +931,7 @@ CODES: dict[str, tuple[str, ...]] = {
                                         "检查里有 temperature=0.5：除以它之后 logits 变成原来的 2 倍，分布应更尖。"),
     "generate-temperature-after-softmax": ("温度没有起作用：多半是用在了 softmax 之后（概率除以 τ，抽样时再归一化，τ 就被约掉了），或者根本没用上。",
                                            "温度作用在 logits 上：先 logits / τ，再 softmax。概率除以 τ 再归一化，τ 就被约掉了。",
-                                           "10 节 §6「生成：贪心、温度与 top-k」的公式 p_v = softmax(z / τ)_v 与逐符号解释。",
+                                           "10 节 §6「生成：贪心、温度与 top-k」里温度的公式（z 先除以 τ，再做 softmax）与逐符号解释。",
                                            "对 logits (2, 0) 取 τ = 0.5：先除再 softmax 得 (0.982, 0.018)；先 softmax 再除再归一化仍是 (0.881, 0.119)。"),
     "lm-rmsnorm-wrong": ("模型里的某个 RMSNorm 算得不对（上面指出了是哪一个）：它的输入和参考一致，输出却不同。",
                          "RMSNorm 只按最后一维的均方根缩放，再乘 weight，不减均值。",

@@ -189,6 +189,7 @@ def gqa_weights(C: int, H: int, Hkv: int, seed: int) -> dict[str, torch.Tensor]:
                           "o_proj.weight": (C, C)}, seed)
 
 
+@oracle
 def _heads(y, n: int, split: str = "transpose"):
     """A projection y (B, T, n·Dh) as n heads (B, n, T, Dh); split "view": read straight as (B, n, T, Dh),
     without the transpose (a misconception: each "head" is then a run of positions' channels)."""
