@@ -31,6 +31,7 @@ from utils import GRADING_BACKEND
 
 from . import edition
 from .judge import Judge, kernel_ask
+from .kernel_channel import KernelLied
 from .kernel_pool import copy_file, opened_folder
 from .provisioner import sandboxed
 
@@ -158,18 +159,25 @@ class ResilientExecute(Execute):
             return cell, resources
         try:
             if self.judge_tests and is_test_cell(cell) and self.judge.judges(cell):
-                cell.outputs = self.judge.outputs(cell, kernel_ask(self, cell, self.timeout))
+                cell.outputs = self.judge.outputs(cell, kernel_ask(self, cell, self.timeout), self._sources())
             else:
                 cell, resources = super().preprocess_cell(cell, resources, index)
         except DeadKernelError:
             self._lose(cell, index, "kernel-died",
                        "这个单元格让 Python 内核退出了（例如 exit()、os._exit() 或内存耗尽）；"
                        "评分换了一个新内核，从下一个单元格继续。")
+        except KernelLied as lie:
+            self._lose(cell, index, "kernel-lied", f"这个单元格运行时，内核发来了诚实的内核不会发的消息：{lie}。"
+                                                   "这个单元格不计分；评分换了一个新内核，从下一个单元格继续。")
         except CellTimeoutError:  # interrupted after the timeout, and still busy a few seconds later
             self._timed_out_once(cell, index)
         if any(o.get("ename") == TIMEOUT_ENAME for o in cell.get("outputs", [])):
             self._timed_out_once(cell, index)
         return cell, resources
+
+    def _sources(self) -> list[str]:
+        """The code the submission runs: its code cells but the test cells (for the judge's rules)."""
+        return [cell.source for cell in self.nb.cells if cell.cell_type == "code" and not is_test_cell(cell)]
 
     def _timed_out_once(self, cell, index: int) -> None:
         """A cell that timed out runs once more in a fresh kernel before it is given up: now and
