@@ -156,6 +156,8 @@ class ResilientExecute(Execute):
         if index < self._resume:
             if index not in self._lost and cell.cell_type == "code" and not is_grade(cell):
                 self.execute_cell(copy.deepcopy(cell), index, store_history=False)
+                self.nb.cells[index] = cell            # nbclient stores the copy it ran: keep what was recorded
+                self.clear_display_id_mapping(index)   # and let no later display update reach it
             return cell, resources
         try:
             if self.judge_tests and is_test_cell(cell) and self.judge.judges(cell):
