@@ -21,31 +21,7 @@ import torch.nn as nn
 import torch.nn.functional as F
 
 from .notebook import cell_kind
-
-
-class ExerciseNeeded(Exception):
-    """A demo or a given component needs an exercise that is not done: one line in Jupyter."""
-
-    def _render_traceback_(self) -> list[str]:
-        return [f"\x1b[33m{self}\x1b[0m"]
-
-
-class Pending:
-    """Stands in for ``name`` until the learner's exercise passes: using it raises ExerciseNeeded."""
-
-    def __init__(self, name: str, message: str):
-        self._name, self._message = name, message
-
-    def __call__(self, *_args, **_kwargs):
-        raise ExerciseNeeded(self._message)
-
-    def __getattr__(self, attribute: str):
-        if attribute.startswith("__"):
-            raise AttributeError(attribute)
-        raise ExerciseNeeded(self._message)
-
-    def __repr__(self) -> str:
-        return f"<{self._name}：尚未完成>"
+from .pending import ExerciseNeeded, Pending  # noqa: F401  (ExerciseNeeded: what a Later raises, by this name)
 
 
 def saved_notebook(section: str, start: Path | None = None) -> Path | None:

@@ -9,7 +9,7 @@ from collections.abc import Sequence
 
 import torch
 
-from .core import CheckError
+from .errors import CheckError
 from .protocol import CANDIDATE, Call, Handle
 
 

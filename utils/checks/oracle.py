@@ -30,7 +30,7 @@ from types import SimpleNamespace
 import torch
 
 from .. import edition
-from .core import CheckError
+from .errors import CheckError
 
 FIXTURES = Path(__file__).with_name("fixtures")
 _STORED: dict[str, dict[str, object]] = {}        # fixture module -> key -> result (class edition)
