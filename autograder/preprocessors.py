@@ -28,6 +28,7 @@ from nbgrader.utils import is_grade, is_solution
 from traitlets import Bool, Enum, Int, Unicode, default
 
 from utils import GRADING_BACKEND
+from utils.checks.errors import CheckError
 
 from . import edition
 from .judge import Judge, kernel_ask
@@ -39,8 +40,9 @@ TIMEOUT_ENAME = "CellTimeoutError"
 
 
 def error_output(ename: str, code: str, message: str) -> NotebookNode:
-    return NotebookNode(output_type="error", ename=ename, evalue=f"[{code}] {message}",
-                        traceback=[f"\x1b[31m✗ [{code}] {message}\x1b[0m"])
+    """An error output as a check's is written: ``[code] message``, rendered with the code's first hint."""
+    err = CheckError(code, message)
+    return NotebookNode(output_type="error", ename=ename, evalue=err.args[0], traceback=err._render_traceback_())
 
 
 class DeduplicateGradeIds(DeduplicateIds):

@@ -12,7 +12,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-CODE_LINE = re.compile(r"^\[([A-Za-z0-9_-]+)\] ")
+CODE_LINE = re.compile(r"^\[([A-Za-z0-9_-]+)\] (.*)")   # a failure's first line: "[code] finding"
 
 
 @dataclass(frozen=True)
@@ -1143,8 +1143,14 @@ def failure_lines(code: str, finding: str, misconception: str, hints: list[str],
 
 def parse_code(text: str) -> str | None:
     """The code a failure line starts with (``[code] …``), or None."""
+    parsed = parse_failure(text)
+    return parsed[0] if parsed else None
+
+
+def parse_failure(text: str) -> tuple[str, str] | None:
+    """The code and the finding's first line of a failure (``[code] finding``), or None."""
     match = CODE_LINE.match(text or "")
-    return match.group(1) if match else None
+    return (match.group(1), match.group(2)) if match else None
 
 
 def markdown_table() -> str:
