@@ -137,9 +137,10 @@ def reference_files(root: Path = ROOT, only: list[str] | None = None) -> dict[Pa
 
 
 def generate_release(section_id: str, course_root: Path) -> Path:
-    """Run nbgrader generate_assignment in ``course_root``; return the learner notebook."""
+    """Run nbgrader generate_assignment in ``course_root``; return the self-study learner notebook (the cells that
+    quote an answer after its check kept: a class's release replaces them, autograder/release.py)."""
     cmd = [sys.executable, "-m", "nbgrader", "generate_assignment", section_id, "--force", "--no-db",
-           f"--CourseDirectory.root={course_root}", "--log-level=WARN"]
+           f"--CourseDirectory.root={course_root}", "--ClearShownAnswers.enabled=False", "--log-level=WARN"]
     subprocess.run(cmd, check=True, cwd=course_root)
     out = course_root / RELEASE_DIR / section_id / f"{section_id}.ipynb"
     out.write_text(dumps(canonical(read(out))), encoding="utf-8")

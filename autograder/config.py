@@ -17,6 +17,24 @@ def configure(c, course_root: str | None = None) -> None:
         c.CourseDirectory.root = course_root
     c.ClearSolutions.code_stub = {"python": CODE_STUB}
     c.ClearSolutions.text_stub = TEXT_STUB
+    # What a class is released holds no answer: after ClearSolutions, a note replaces every cell that quotes an
+    # exercise's answer (the book's code after its check; autograder/release.py). nbgrader's own list otherwise.
+    # `course.py build` keeps those cells in the self-study notebooks/ (ClearShownAnswers.enabled = False).
+    c.GenerateAssignment.preprocessors = [
+        "nbgrader.preprocessors.IncludeHeaderFooter",
+        "nbgrader.preprocessors.InstantiateTests",
+        "nbgrader.preprocessors.LockCells",
+        "nbgrader.preprocessors.ClearSolutions",
+        "autograder.release.ClearShownAnswers",
+        "nbgrader.preprocessors.ClearOutput",
+        "nbgrader.preprocessors.CheckCellMetadata",
+        "nbgrader.preprocessors.ComputeChecksums",
+        "nbgrader.preprocessors.SaveCells",
+        "nbgrader.preprocessors.ClearHiddenTests",
+        "nbgrader.preprocessors.ClearMarkScheme",
+        "nbgrader.preprocessors.ComputeChecksums",
+        "nbgrader.preprocessors.CheckCellMetadata",
+    ]
     # Per-cell limit; nbgrader's default is 30 s and, without one, a lost kernel reply hangs.
     c.Execute.timeout = 60
     c.Execute.interrupt_on_timeout = True

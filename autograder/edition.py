@@ -28,12 +28,11 @@ from pathlib import Path
 
 from .build import ROOT, module_name, reference_module, section_ids, wrapped
 from .config import RELEASE_DIR, SOURCE_DIR
+from utils.notebook import SHOWN_LATER, shown_answers
+
 from .notebook_format import dumps, exercises, read
 
 MARKER = ".attention-course-class-edition"
-SHOWS_ANSWER = "shows-answer:"   # tags a cell that shows an exercise's answer: shows-answer:<exercise>
-SHOWN_LATER = ("> 这里原本是一段答案（原书的代码或完整的实现），用来和你自己的实现对照。班级版在这一节的作业截止之后"
-               "才给出它；现在先让你的实现通过上面的检查。")
 STRIPPED = ("oracle", "instructor_only")
 LEFT_OUT = ("__pycache__", "overview.py")     # overview.py draws the README's figure with the references
 PACKAGES = ["utils", "utils.checks", "utils.demos", "utils.reference"]
@@ -65,8 +64,7 @@ def without_shown_answers(nb: dict, open_exercises: set[str]) -> dict:
     ``shows-answer:<exercise>``: the book's code after the check, compared with the learner's once it passes;
     a later section's demo written with an earlier answer): each becomes a note."""
     for i, cell in enumerate(nb["cells"]):
-        tags = cell.get("metadata", {}).get("tags", [])
-        if any(tag.removeprefix(SHOWS_ANSWER) in open_exercises for tag in tags if tag.startswith(SHOWS_ANSWER)):
+        if shown_answers(cell) & open_exercises:
             nb["cells"][i] = {"cell_type": "markdown", "id": cell.get("id", f"shown-{i}"), "metadata": {},
                               "source": SHOWN_LATER}
     return nb

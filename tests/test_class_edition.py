@@ -8,6 +8,7 @@ from __future__ import annotations
 import ast
 import importlib
 import json
+import os
 import shutil
 import subprocess
 import sys
@@ -20,11 +21,14 @@ from autograder.notebook_format import cell_kind, exercises, grade_id
 from .bugbank import all_variants
 from .class_edition import ANSWERS_THROUGH, OPEN, OPEN_EXERCISES, install, renamed_copy
 from .conftest import ROOT, load_notebook
+from .nbgrader_course import Course
 from .edition_candidates import passing_candidates
 from .test_learners_build import ALLOWED, exercise_answers, forms, normalized_text
 from .test_bugbank import run_check
 
 pytestmark = pytest.mark.slow
+# A learner's machine whose CPU kernels are not the builder's (tests/test_kernel_sets.py tries more of them).
+OTHER_CPU = {**os.environ, "ATEN_CPU_CAPABILITY": "default"}
 
 
 @pytest.fixture(scope="module")
@@ -50,9 +54,10 @@ def test_no_function_class_or_constant_it_holds_passes_an_open_check(installed, 
 
 
 def test_the_bug_bank_gets_the_same_diagnoses(installed, tmp_path):
-    """Every variant's visible check in the installed edition says what the full course says. The
-    learner's folder holds their (here: the course's) notebooks of the other sections, whose solutions
-    the open sections' given code and imports take (utils/learner_solutions.py)."""
+    """Every variant's visible check in the installed edition, on a learner's CPU that runs other kernels than the
+    builder's (PyTorch's portable ``default`` set), says what the full course says here. The learner's folder holds
+    their (here: the course's) notebooks of the other sections, whose solutions the open sections' given code and
+    imports take (utils/learner_solutions.py)."""
     work = tmp_path / "work"
     for section in section_ids():
         shutil.copytree(ROOT / "solutions" / section, work / section)
@@ -61,11 +66,28 @@ def test_the_bug_bank_gets_the_same_diagnoses(installed, tmp_path):
         [{"id": v.id, "exercise": v.exercise, "source": v.source} for v in variants]), encoding="utf-8")
     subprocess.run([installed.python, str(ROOT / "tests" / "class_edition_bank.py"), str(tmp_path / "variants.json"),
                     str(tmp_path / "codes.json")], cwd=work / section_ids()[-1], check=True, capture_output=True,
-                   text=True, timeout=600)
+                   text=True, timeout=600, env=OTHER_CPU)
     in_class = json.loads((tmp_path / "codes.json").read_text(encoding="utf-8"))
     differ = [f"{v.id}: class edition {in_class[v.id]}, full course {full}"
               for v in variants if in_class[v.id] != (full := run_check(v.exercise, _load(v)))]
     assert not differ, "\n".join(differ)
+
+
+def test_the_progress_view_finds_every_solved_exercise_passed_on_another_cpu(installed, tmp_path):
+    """A learner who solved every exercise, on a CPU whose kernels are not the builder's: `course.py progress` in the
+    class edition (a fresh kernel per section, each check answered from the stored results) says all passed."""
+    for section in section_ids():
+        shutil.copytree(ROOT / "solutions" / section, tmp_path / "notebooks" / section)
+    script = ("import json, sys; from pathlib import Path; from utils import progress\n"
+              "sections = progress.course_progress(Path(sys.argv[1]), jobs=2)\n"
+              "print(json.dumps({e.name: progress.verdict(e) for s in sections for e in s.exercises}))")
+    done = subprocess.run([installed.python, "-c", script, str(tmp_path)], capture_output=True, text=True,
+                          timeout=900, env=OTHER_CPU, cwd=tmp_path)
+    assert done.returncode == 0, done.stderr[-3000:]
+    verdicts = json.loads(done.stdout.strip().splitlines()[-1])
+    solved = [e for s in section_ids() for e in exercises(load_notebook("solutions", s))]
+    assert sorted(verdicts) == sorted(solved)
+    assert {name: v for name, v in verdicts.items() if v != "通过"} == {}
 
 
 def _load(variant):
@@ -106,11 +128,9 @@ DICTATED = {
 def _given_lines() -> set[str]:
     """Lines of every section's given code (export cells) and of the closed sections' solutions: the
     course hands these out, so a solution line that is also one of them is no leak."""
-    given = {line.strip() for s in section_ids() for c in load_notebook("solutions", s)["cells"]
-             if cell_kind(c) == "export" for line in c["source"].splitlines()}
     closed = {line.strip() for s in section_ids() if s <= ANSWERS_THROUGH
               for line in (ROOT / "utils" / "reference" / f"s{s}.py").read_text(encoding="utf-8").splitlines()}
-    return given | closed | _check_code_lines() | set(DICTATED)
+    return _handed_out_lines() | closed
 
 
 def _check_code_lines() -> set[str]:
@@ -167,6 +187,31 @@ def test_no_solution_code_or_hidden_input_of_an_open_section_is_in_it(installed)
               if line in everything]
     found += [f"{s} notebook shows: {line}" for s in OPEN for line in _shown_answer_lines(installed.out, s)]
     assert not found, "the class edition holds:\n" + "\n".join(sorted(found))
+
+
+def test_what_nbgrader_releases_to_a_class_holds_no_answer(tmp_path):
+    """Every section released as an instructor does (`nbgrader generate_assignment` with the course's
+    configuration): its notebook holds no line of its own or an earlier section's answer — the book's code
+    quoted after a check included (autograder/release.py) — but what the course hands out (given code, the
+    checks' own code). Without ClearShownAnswers the release of 03 held Head's and attention's book code."""
+    sections = section_ids()
+    course = Course.create(tmp_path / "course", sections)
+    given = {normalized_text(line) for line in _handed_out_lines()}
+    found = []
+    for section in sections:
+        normal = normalized_text(_text([course.root / "notebooks" / section / f"{section}.ipynb"]))
+        found += [f"{section} release: {earlier} {exercise}: {line}" for earlier in sections if earlier <= section
+                  for exercise, lines in exercise_answers(earlier).items() for line in lines
+                  if line not in given and any(form in normal for form in forms(line))
+                  and (earlier, exercise, line) not in ALLOWED]
+    assert not found, "what nbgrader releases holds answers:\n" + "\n".join(sorted(set(found)))
+
+
+def _handed_out_lines() -> set[str]:
+    """The given code of every section (export cells), the checks' own code and the lines an exercise dictates."""
+    given = {line.strip() for s in section_ids() for c in load_notebook("solutions", s)["cells"]
+             if cell_kind(c) == "export" for line in c["source"].splitlines()}
+    return given | _check_code_lines() | set(DICTATED)
 
 
 def _shown_answer_lines(out, section: str) -> list[str]:

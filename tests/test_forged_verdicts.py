@@ -65,15 +65,24 @@ def _lying_serve(message):
 _agent.serve = _lying_serve
 ''',
 }
-# attention answered from the stored results of the visible check (the class edition ships them)
+# attention answered from the stored results of the visible check (the class edition ships them): the inputs
+# made again by the check's own recipes, the one equal to what was passed keys the stored answer
 REPLAYED_ATTENTION = '''
 import torch
 from utils.checks import oracle
+from utils.checks.compare import randn
+from utils.checks.s03 import ATTENTION_CASES, _random_mask
 
 def attention(q, k, v, mask=None):
-    key = "attention_outputs:" + oracle.fingerprint(((q, k, v, mask), {}))
-    out, weights = torch.load(oracle.FIXTURES / "s03.pt", weights_only=True)[key]["want"]
-    return out.to(q.dtype), weights.to(q.dtype)
+    stored = torch.load(oracle.FIXTURES / "s03.pt", weights_only=True)
+    for i, (batch, Tq, Tk, D, Dv) in enumerate(ATTENTION_CASES):
+        made = (randn(*batch, Tq, D, seed=10 * i), randn(*batch, Tk, D, seed=10 * i + 1),
+                randn(*batch, Tk, Dv, seed=10 * i + 2))
+        if all(a.shape == b.shape and torch.equal(a, b) for a, b in zip(made, (q, k, v))):
+            visible_mask = None if mask is None else _random_mask(Tq, Tk, 10 * i + 3)
+            out, weights = stored["attention_outputs:" + oracle.fingerprint(((*made, visible_mask), {}))]["want"]
+            return out.to(q.dtype), weights.to(q.dtype)
+    raise KeyError("not an input of the visible check")
 '''
 
 

@@ -13,6 +13,7 @@ import re
 import pytest
 
 from autograder.notebook_format import cell_kind, grade_id
+from utils.notebook import shown_answers
 from utils.checks.codes import CODES
 
 from .conftest import SECTIONS, load_notebook
@@ -117,10 +118,7 @@ def test_no_hint_holds_an_answer_line():
             assert not found, f"[{code}]'s hint holds an answer line: {found}"
 
 
-SHOWS_ANSWER = "shows-answer:"   # autograder/edition.py leaves such a cell out of the class edition while it is open
-
-
-def shown_answers(cell: dict, section: str) -> set[str]:
+def answers_shown(cell: dict, section: str) -> set[str]:
     """The exercises of this section or an earlier one whose answer lines the cell shows."""
     if cell_kind(cell) in ("solution", "test", "answer", "export"):
         return set()
@@ -135,6 +133,5 @@ def test_every_cell_that_shows_an_answer_says_whose(section):
     section's demo may be written with an earlier answer: each is tagged shows-answer:<exercise>, so that the
     class edition leaves it out while that exercise is open (and keeps it once it is closed)."""
     for index, cell in enumerate(load_notebook("solutions", section)["cells"]):
-        tagged = {tag.removeprefix(SHOWS_ANSWER) for tag in cell.get("metadata", {}).get("tags", [])
-                  if tag.startswith(SHOWS_ANSWER)}
-        assert tagged == shown_answers(cell, section), f"{section} cell {index}: tagged {sorted(tagged)}"
+        tagged = shown_answers(cell)
+        assert tagged == answers_shown(cell, section), f"{section} cell {index}: tagged {sorted(tagged)}"

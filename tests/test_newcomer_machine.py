@@ -4,7 +4,9 @@ tests among them fail instead (tests/conftest.py's ``needs`` marker and SECURITY
 
 The machine state is made for real, not mocked: the tests marked ``needs`` run in a pytest subprocess
 whose PATH has every program of this machine's PATH except those below, as the unprivileged user
-``nobody`` where this machine's tests run as root.
+``nobody`` where this machine's tests run as root. A checkout that ``nobody`` cannot enter (root's home
+in a container, a folder ``mktemp -d`` made) is linked into a folder it can: a copy of hard links, so
+the environment of 2 GB costs nothing.
 """
 from __future__ import annotations
 
@@ -61,25 +63,57 @@ def bare_path(folder: Path) -> str:
 
 @pytest.fixture(scope="module")
 def bare_machine():
-    """(folder for the runs' files, environment, user): the bare machine's PATH; nobody instead of root."""
+    """(folder for the runs' files, environment, user, checkout, its Python): the bare machine's PATH; nobody
+    instead of root, in this checkout or a linked copy of it that nobody can enter."""
     scratch = Path(tempfile.mkdtemp(prefix="newcomer-"))
     as_root = os.geteuid() == 0
     env = {k: v for k, v in os.environ.items() if k != "CI" and not k.startswith("PYTEST_")}
     env.update(PATH=bare_path(scratch / "bin"), HOME=str(scratch), PYTHONDONTWRITEBYTECODE="1")
+    user = NOBODY if as_root else None
     if as_root:
         os.chown(scratch, NOBODY, NOBODY)
-    yield scratch, env, NOBODY if as_root else None
-    shutil.rmtree(scratch, ignore_errors=True)
+    try:
+        yield scratch, env, user, *checkout_for(user, scratch)
+    finally:
+        shutil.rmtree(scratch, ignore_errors=True)
+
+
+def checkout_for(user: int | None, scratch: Path) -> tuple[Path, str]:
+    """(checkout, Python) that ``user`` can run the suite from: this one, or a copy of hard links to it in
+    ``scratch`` where this one sits in a folder the user cannot enter."""
+    if user is None or runs_as(user, sys.executable, ROOT):
+        return ROOT, sys.executable
+    copy = scratch / "course"
+    python = Path(sys.executable)
+    if not python.is_relative_to(ROOT):
+        pytest.skip(f"the checkout is in a folder nobody cannot enter, and so is this Python ({python})")
+    linked = subprocess.run(["cp", "-al", str(ROOT), str(copy)], capture_output=True, text=True)
+    if linked.returncode != 0:   # another file system than the checkout's: no hard links
+        pytest.skip(f"the checkout is in a folder nobody cannot enter, and cannot be linked into {scratch}: "
+                    f"{linked.stderr.strip()}")
+    copy.chmod(0o755)
+    python = copy / python.relative_to(ROOT)
+    assert runs_as(user, str(python), copy), f"nobody cannot run {python} in the linked copy {copy}"
+    return copy, str(python)
+
+
+def runs_as(user: int, python: str, folder: Path) -> bool:
+    """Whether ``user`` can start ``python`` in ``folder`` and import the course's tests there."""
+    try:
+        return subprocess.run([python, "-c", "import pytest, tests"], cwd=folder, user=user, group=user,
+                              extra_groups=[], capture_output=True, timeout=120).returncode == 0
+    except OSError:          # the folder or the program: permission denied
+        return False
 
 
 def start(bare_machine, name: str, ci: str | None) -> tuple[subprocess.Popen, Path]:
     """pytest on every test marked ``needs``, on the bare machine; its JUnit report's path."""
-    scratch, env, user = bare_machine
+    scratch, env, user, checkout, python = bare_machine
     report = scratch / f"{name}.xml"
     run = subprocess.Popen(
-        [sys.executable, "-m", "pytest", "-m", "needs", "-p", "no:cacheprovider", "-p", "no:xdist", "-q",
+        [python, "-m", "pytest", "-m", "needs", "-p", "no:cacheprovider", "-p", "no:xdist", "-q",
          f"--basetemp={scratch / name}", f"--junitxml={report}", "tests"],
-        cwd=ROOT, env=env | ({} if ci is None else {"CI": ci}), user=user, group=user,
+        cwd=checkout, env=env | ({} if ci is None else {"CI": ci}), user=user, group=user,
         extra_groups=[] if user is not None else None, start_new_session=True,
         stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     return run, report

@@ -1,5 +1,6 @@
 """The course's notebook conventions, the one home of them: what kind a cell is, what its nbgrader
-grade_id says, which exercises a notebook has, the stub of an unanswered written answer.
+grade_id says, which exercises a notebook has, which answers a cell shows, the stub of an unanswered
+written answer.
 
 The learner-side code (utils/progress.py) and the grading side (autograder/, which re-exports
 these from autograder/notebook_format.py) both read notebooks by them; utils/ imports nothing
@@ -9,6 +10,11 @@ from __future__ import annotations
 
 KINDS = ("markdown", "code", "solution", "test", "answer", "export")
 TEXT_STUB = "请在这里写下你的回答。"  # what a released answer cell holds until the learner writes one
+SHOWS_ANSWER = "shows-answer:"        # tags a cell that shows an exercise's answer: shows-answer:<exercise>
+# What a class's notebook holds in place of such a cell while the exercise is open (autograder/release.py,
+# autograder/edition.py).
+SHOWN_LATER = ("> 这里原本是一段答案（原书的代码或完整的实现），用来和你自己的实现对照。班级版在这一节的作业截止之后"
+               "才给出它；现在先让你的实现通过上面的检查。")
 
 
 def cell_kind(cell: dict) -> str:
@@ -25,6 +31,13 @@ def cell_kind(cell: dict) -> str:
     if "export" in meta.get("tags", []):
         return "export"
     return cell["cell_type"]
+
+
+def shown_answers(cell: dict) -> set[str]:
+    """The exercises whose answer the cell shows (its ``shows-answer:<exercise>`` tags): the book's code after
+    the check, to compare with the learner's once it passes, or a later demo written with an earlier answer."""
+    return {tag.removeprefix(SHOWS_ANSWER) for tag in cell.get("metadata", {}).get("tags", [])
+            if tag.startswith(SHOWS_ANSWER)}
 
 
 def grade_id(cell: dict) -> str:

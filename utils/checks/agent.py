@@ -112,7 +112,10 @@ class Session:
         raise protocol.ProtocolError(f"{type(target).__name__} names no object")
 
     def argument(self, value):
-        """An argument of a call: handles and targets become their objects, records their dataclasses."""
+        """An argument of a call: handles and targets become their objects, records their dataclasses, tensors
+        copies (the learner's code gets its own, as through the judge: what it changes in place is not the check's)."""
+        if isinstance(value, torch.Tensor):
+            return value.clone()
         if isinstance(value, protocol.TARGETS):
             return self.resolve(value)
         if isinstance(value, Record):

@@ -11,9 +11,11 @@ import torch.nn as nn
 
 from .compare import joined
 from .errors import CheckError
+from .keys import recipe
 from .protocol import Call, Handle, Layout, Load
 
 
+@recipe
 def fixed_weights(shapes: Mapping[str, tuple[int, ...]], seed: int) -> dict[str, torch.Tensor]:
     """Check-made parameters by name: matrices ~ N(0, 1/fan_in), vectors (gains) ~ 1 ± 0.3.
 

@@ -4,12 +4,14 @@ They run where the verdict is made: in the learner's process in the notebook, in
 """
 from __future__ import annotations
 
+import math
 import unicodedata
 from collections.abc import Sequence
 
 import torch
 
 from .errors import CheckError
+from .keys import recipe
 from .protocol import CANDIDATE, Call, Handle
 
 
@@ -68,9 +70,20 @@ def expect(got, want: torch.Tensor, what: str, misconceptions: Sequence[tuple[st
                           "用同样的输入把你的函数一步步算到这里，对照每一步的形状和数值。")
 
 
-def randn(*shape: int, seed: int, scale: float = 1.0, dtype=torch.float32) -> torch.Tensor:
+@recipe
+def randn(*shape: int, seed: int, scale: float = 1.0, shift: float = 0.0, dtype=torch.float32,
+          cast: torch.dtype | None = None) -> torch.Tensor:
+    """A seeded N(shift, scale²) input of a check (drawn in ``dtype``, then cast to ``cast`` if given), keyed by
+    this call in the stored results (keys.recipe)."""
     g = torch.Generator().manual_seed(seed)
-    return torch.randn(*shape, generator=g, dtype=dtype) * scale
+    x = torch.randn(*shape, generator=g, dtype=dtype) * scale + shift
+    return x if cast is None else x.to(cast)
+
+
+@recipe
+def places(*shape: int, offset: int = 0) -> torch.Tensor:
+    """0, 1, 2, … in row-major order plus ``offset``, in float32: every value names its place (exact below 2²⁴)."""
+    return torch.arange(math.prod(shape), dtype=torch.float32).reshape(shape) + offset
 
 
 def quiz_answers(name: str, keys: Sequence[str]):

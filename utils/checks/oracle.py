@@ -13,61 +13,32 @@ the truths of a quiz — comes from functions marked here:
   class edition a call says that hidden tests run only where the instructor grades.
 
 So an oracle's arguments must be made by the check (seeded inputs, fixed weights, sizes), never
-computed by the learner's code: then the same call in both editions has the same key.
+computed by the learner's code; and a float tensor among them is keyed by the ``@recipe`` that made it,
+never by its bits, which differ between CPUs (utils/checks/keys.py): then the same call has the same key
+in both editions and on every machine. A stored result is compared with the learner's output with the
+tolerances of the full check, as the computed one is.
 """
 from __future__ import annotations
 
 import contextlib
 import copy
-import dataclasses
 import functools
 import hashlib
 import math
 from collections.abc import Callable, Iterator
 from pathlib import Path
-from types import SimpleNamespace
 
 import torch
 
 from .. import edition
 from .errors import CheckError
+from .keys import fingerprint
 
 FIXTURES = Path(__file__).with_name("fixtures")
 _STORED: dict[str, dict[str, object]] = {}        # fixture module -> key -> result (class edition)
 _recording: dict[str, dict[str, object]] | None = None
 _replaying: dict[str, dict[str, object]] | None = None   # the full edition acting as the class edition
 _depth = 0                                        # oracles called by oracles are not stored
-
-
-def fingerprint(value) -> str:
-    """A stable digest of an oracle's arguments: tensors by dtype, shape and bytes."""
-    digest = hashlib.sha256()
-    _feed(digest, value)
-    return digest.hexdigest()[:32]
-
-
-def _feed(digest, value) -> None:
-    if isinstance(value, torch.Tensor):
-        t = value.detach().cpu().contiguous().reshape(-1)
-        digest.update(f"T{t.dtype}{tuple(value.shape)};".encode())
-        digest.update((t.to(torch.uint8) if t.dtype == torch.bool else t).view(torch.uint8).numpy().tobytes())
-    elif value is None or isinstance(value, (bool, int, float, str, torch.dtype)):
-        digest.update(f"{type(value).__name__}:{value!r};".encode())
-    elif isinstance(value, (tuple, list)):
-        digest.update(f"{type(value).__name__}[{len(value)}];".encode())
-        for item in value:
-            _feed(digest, item)
-    elif isinstance(value, dict):
-        digest.update(f"dict[{len(value)}];".encode())
-        for key in sorted(value, key=repr):
-            _feed(digest, key)
-            _feed(digest, value[key])
-    elif dataclasses.is_dataclass(value) and not isinstance(value, type):
-        _feed(digest, (type(value).__name__, dataclasses.asdict(value)))
-    elif isinstance(value, SimpleNamespace):
-        _feed(digest, ("namespace", vars(value)))
-    else:
-        raise TypeError(f"an oracle argument must be check-made data, not {type(value).__name__}")
 
 
 def _module_of(fn: Callable) -> str:

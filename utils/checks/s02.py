@@ -11,6 +11,7 @@ import torch
 
 from .compare import expect, randn, require_tensor, type_name
 from .core import OBSERVED, CheckError, check
+from .keys import recipe
 from .oracle import instructor_only, oracle
 from .protocol import CANDIDATE, Call, New, Watch
 from .s01 import FIXED_TRANSPOSE
@@ -169,6 +170,7 @@ def check_softmax(extended: bool = False, seed: int = 0):
     yield from _check_softmax_stability(seed)
 
 
+@recipe
 def _stability_probes(seed: int):
     """Row 0 near 1e4 (exp overflows without a max subtraction); row 1 small (it underflows to
     0/0 when the max of the whole tensor is subtracted instead of each row's own); a tensor with

@@ -17,7 +17,7 @@ import torch.nn as nn
 import torch.nn.functional as F
 
 from .common import fixed_weights, load, make_module, part, quiz_number, require_linear
-from .compare import expect, quiz_answers, randn
+from .compare import expect, places, quiz_answers, randn
 from .core import OBSERVED, CheckError, check
 from .oracle import answer_key, instructor_only, matches, oracle
 from .protocol import CANDIDATE, Attr, Call, Get, New, Source, State
@@ -88,7 +88,7 @@ def merge_outputs(x) -> dict:
 def check_split_heads(extended: bool = False, seed: int = 0):
     for B, T, C, H in SPLIT_CASES + (hidden_split_cases() if extended else []):
         # values name their place (a small offset: a large one would make places equal within tolerance)
-        x = torch.arange(B * T * C, dtype=torch.float32).reshape(B, T, C) + seed % 1000
+        x = places(B, T, C, offset=seed % 1000)                                            # (B, T, C)
         got = yield Call(CANDIDATE, (x, H), pure=True, hints=_VIEW_CRASH)
         outs = split_outputs(x, H)
         expect(got, outs["want"], f"x 形状 {(B, T, C)}、n_head={H} 时", outs["wrong"])
@@ -98,7 +98,7 @@ def check_split_heads(extended: bool = False, seed: int = 0):
 def check_merge_heads(extended: bool = False, seed: int = 0):
     for B, T, C, H in SPLIT_CASES + (hidden_split_cases() if extended else []):
         Dh = C // H
-        x = torch.arange(B * H * T * Dh, dtype=torch.float32).reshape(B, H, T, Dh) + seed % 1000
+        x = places(B, H, T, Dh, offset=seed % 1000)                                        # (B, H, T, Dh)
         got = yield Call(CANDIDATE, (x,), pure=True, hints=_VIEW_CRASH)
         outs = merge_outputs(x)
         expect(got, outs.pop("want"), f"x 形状 {(B, H, T, Dh)} 时", list(outs.items()))

@@ -18,6 +18,7 @@ import torch
 from .common import quiz_number
 from .compare import close, expect, quiz_answers, require_tensor, type_name
 from .core import OBSERVED, CheckError, check
+from .keys import recipe
 from .oracle import answer_key, instructor_only, matches, oracle
 from .protocol import CANDIDATE, Call, Source, Watch
 
@@ -309,6 +310,7 @@ def tiled_outputs(q, k, v, bs, causal) -> dict:
     return {"want": _attend(q, k, v, causal), "wrong": wrong, "no-diagonal": no_diagonal, "unmasked": unmasked}
 
 
+@recipe
 def _increasing(shape_q, Tk, Dv, seed):
     """q, k, v whose scores grow along the key axis: the running max changes at (almost) every block."""
     g = torch.Generator().manual_seed(seed)
@@ -342,6 +344,7 @@ def hidden_tiled_cases(seed: int, n: int = 4):
     return cases + [((1, 1, 1, 4), 1, 4, 4, True), ((2, 13, 8), 13, 8, 1, True)]
 
 
+@recipe
 def _low_precision(shape_q, Tk, Dv, dtype, seed):
     """q, k, v in ``dtype`` over many key blocks: small scores, values around 3, so that the running sum
     ℓ grows to ~Tk and the output is O(1) — rounding ℓ and acc to 16 bits at every block shows."""

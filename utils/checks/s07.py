@@ -14,8 +14,9 @@ import torch
 import torch.nn.functional as F
 
 from .common import fixed_weights, load, make_module, part, quiz_number, require_linear
-from .compare import close, expect, quiz_answers, randn, type_name
+from .compare import close, expect, places, quiz_answers, randn, type_name
 from .core import CheckError, check
+from .keys import recipe
 from .oracle import answer_key, instructor_only, matches, oracle
 from .protocol import CANDIDATE, Attr, Builtin, Call, Describe, Get, Handle, New
 from .stand_ins import SCRIPTED_CACHE, positions
@@ -63,12 +64,18 @@ def repeat_outputs(x, n_rep) -> dict:
                       ("repeat-kv-wrong-dim", x.repeat_interleave(n_rep, dim=-1))]}
 
 
+@recipe
+def _head_major_places(B: int, Hkv: int, T: int, Dh: int, offset: int) -> torch.Tensor:
+    """compare.places laid out as a projection's heads are: [B, Hkv, T, Dh], not contiguous."""
+    return places(B, T, Hkv, Dh, offset=offset).transpose(1, 2)
+
+
 @check("repeat_kv")
 def check_repeat_kv(extended: bool = False, seed: int = 0):
     for B, Hkv, T, Dh, n_rep in REPEAT_CASES + (hidden_repeat_cases() if extended else []):
         # every value names its place, so head order is visible; the seed shifts them by less than 1000, which
         # keeps them exact in float32 (the judge's seeds reach 2³¹)
-        x = torch.arange(B * Hkv * T * Dh, dtype=torch.float32).reshape(B, T, Hkv, Dh).transpose(1, 2) + seed % 1000
+        x = _head_major_places(B, Hkv, T, Dh, offset=seed % 1000)                          # (B, Hkv, T, Dh)
         got = yield Call(CANDIDATE, (x, n_rep), pure=True)
         outs = repeat_outputs(x, n_rep)
         expect(got, outs["want"], f"x 形状 {tuple(x.shape)}、n_rep={n_rep} 时", outs["wrong"])

@@ -14,6 +14,7 @@ from . import math64
 from .common import fixed_weights, load, make_module, part, quiz_number, require_linear, require_swiglu_layout
 from .compare import close, expect, quiz_answers, randn
 from .core import OBSERVED, CheckError, check
+from .keys import recipe
 from .oracle import answer_key, instructor_only, matches, oracle
 from .protocol import CANDIDATE, Attr, Call, Get, Handle, Watch
 
@@ -33,13 +34,14 @@ def _normalised(target, args: tuple, kwargs: dict | None = None):
     return seen.value
 
 
-def _tokens(shape, seed: int, scale: float) -> torch.Tensor:
-    """Random tokens whose per-token mean is clearly non-zero; row 0 of the first token is all zeros."""
+@recipe
+def _tokens(shape, seed: int, scale: float, dtype: torch.dtype = torch.float32) -> torch.Tensor:
+    """Random tokens in ``dtype`` whose per-token mean is clearly non-zero; row 0 of the first token is all zeros."""
     g = torch.Generator().manual_seed(seed)
     x = torch.randn(*shape, generator=g) + 2 * torch.randn(*shape[:-1], 1, generator=g)   # (..., D)
     x = x * scale
     x.view(-1, shape[-1])[0] = 0.0                                                       # an all-zero token
-    return x
+    return x.to(dtype)
 
 
 @oracle
@@ -94,10 +96,11 @@ def rms_outputs(x, w, eps, eps_given: bool) -> dict:
 
 @oracle
 def rms_low_precision_output(x, w, eps) -> torch.Tensor:
-    """What LlamaRMSNorm gives for a low-precision x and weight w: normalised in float64 (exact enough),
-    rounded to x's dtype, times w, rounded again (one correctly rounded low-precision product)."""
+    """What LlamaRMSNorm gives for a low-precision x and weight w (cast to x's dtype, as module.to(dtype)
+    does): normalised in float64 (exact enough), rounded to x's dtype, times w, rounded again (one
+    correctly rounded low-precision product)."""
     normed = math64.rms_norm(x, 1.0, eps).to(x.dtype)                                      # (..., D)
-    return (normed.double() * w.double()).to(x.dtype)                                      # (..., D)
+    return (normed.double() * w.to(x.dtype).double()).to(x.dtype)                         # (..., D)
 
 
 def _require_weight(layout: dict, weight, dim: int) -> None:
@@ -146,9 +149,9 @@ def _check_low_precision(shape, scale, eps, dtype, seed: int):
     """(yields) The module cast to ``dtype`` as model.half() does, fed large activations of that dtype."""
     module, weight = yield from _loaded_rmsnorm(shape[-1], eps, seed + 50)
     cast = yield Call(Attr(module, "to"), (dtype,))                                        # nn.Module.to: itself
-    x = _tokens(shape, seed, scale).to(dtype)                                              # (..., D)
+    x = _tokens(shape, seed, scale, dtype)                                                 # (..., D)
     got = yield from _normalised(cast if isinstance(cast, Handle) else module, (x,))
-    want = rms_low_precision_output(x, weight.to(dtype), 1e-6 if eps is None else eps)    # (..., D)
+    want = rms_low_precision_output(x, weight, 1e-6 if eps is None else eps)              # (..., D)
     what = f"模块转成 {_name(dtype)}、输入形状 {shape}、数值量级 {scale:g} 时的输出"
     lost = _overflowed_tokens(got, want)
     if lost:
@@ -235,8 +238,8 @@ def check_layer_norm(extended: bool = False, seed: int = 0):
     for i, (shape, scale, eps) in enumerate(LN_CASES + (hidden_ln_cases() if extended else [])):
         D = shape[-1]
         x = _tokens(shape, seed + i, scale)                                                # (..., D)
-        w = 1 + 0.5 * randn(D, seed=seed + 50 + i)                                        # (D,)
-        b = 0.3 * randn(D, seed=seed + 80 + i)                                            # (D,)
+        w = randn(D, seed=seed + 50 + i, scale=0.5, shift=1.0)                            # (D,)
+        b = randn(D, seed=seed + 80 + i, scale=0.3)                                       # (D,)
         got = yield from _normalised(CANDIDATE, (x, w, b), {} if eps is None else {"eps": eps})
         outs = ln_outputs(x, w, b, 1e-5 if eps is None else eps, eps is not None)
         what = f"输入形状 {shape}、数值量级 {scale:g}、eps={'默认' if eps is None else eps} 时的输出"
@@ -289,7 +292,7 @@ def check_FeedForward(extended: bool = False, seed: int = 0):
         weights = fixed_weights({"fc1.weight": (H, C), "fc1.bias": (H,), "fc2.weight": (C, H), "fc2.bias": (C,)},
                                 seed + i)
         yield from load(ffn, weights, code="ffn-layout")
-        x = 2 * randn(B, T, C, seed=seed + 10 + i)                                         # (B, T, C)
+        x = randn(B, T, C, seed=seed + 10 + i, scale=2.0)                                  # (B, T, C)
         got = yield Call(ffn, (x,), pure=True)
         outs = ffn_outputs(x, weights)
         if close(got, outs["tanh"]):
@@ -337,7 +340,7 @@ def check_SwiGLU(extended: bool = False, seed: int = 0):
         require_swiglu_layout(layout, "", D, H)
         weights = swiglu_weights(D, H, seed + i)
         yield from load(ffn, weights, code="ffn-layout")
-        x = 2 * randn(B, T, D, seed=seed + 10 + i)                                         # (B, T, D)
+        x = randn(B, T, D, seed=seed + 10 + i, scale=2.0)                                  # (B, T, D)
         got = yield Call(ffn, (x,), pure=True)
         outs = swiglu_outputs(x, weights)
         expect(got, outs["want"], f"B={B}, T={T}, dim={D}, hidden={H} 时的输出", outs["wrong"])
@@ -445,7 +448,7 @@ def check_Block(extended: bool = False, seed: int = 0):
         _check_block_layout(layout, C, width, hidden is None)
         weights = block_weights(C, width, seed + i)
         yield from load(block, weights, code="block-layout")
-        x = 3 * randn(B, T, C, seed=seed + 10 + i) + 1                                      # (B, T, C), not normalised
+        x = randn(B, T, C, seed=seed + 10 + i, scale=3.0, shift=1.0)                       # (B, T, C), not normalised
         got = yield Call(block, (x,), pure=True)
         outs = block_outputs(x, weights, H, BLOCK_EPS)
         expect(got, outs["want"], f"B={B}, T={T}, n_embed={C}, n_head={H} 时的输出", outs["wrong"])

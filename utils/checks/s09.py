@@ -17,6 +17,7 @@ from . import math64
 from .common import quiz_number
 from .compare import expect, quiz_answers, randn, require_tensor
 from .core import CheckError, check
+from .keys import recipe
 from .oracle import answer_key, instructor_only, matches, oracle
 from .protocol import CANDIDATE, Call
 
@@ -80,16 +81,22 @@ def hidden_rope_cases():
     return [((), 9, 10), ((2, 1, 3), 4, 12), ((3,), 16, 2)]
 
 
+@recipe
+def _float_angles(T: int, d: int, base: float, start: int = 0) -> torch.Tensor:
+    """Real RoPE angles in float32, the dtype the learner's code gets."""
+    return math64.rope_angles(T, d, base, start=start).float()                          # (T, d/2)
+
+
 def _rope_inputs(extended: bool, seed: int):
     """(x, angles, description): real RoPE angles, positions offset as with a KV cache, random angles."""
     cases = ROPE_CASES + (hidden_rope_cases() if extended else [])
     for k, (lead, T, d) in enumerate(cases):
         x = randn(*lead, T, d, seed=seed + k)                                # (..., T, d)
         if k % 3 == 0:
-            angles, how = math64.rope_angles(T, d, 10000.0).float(), "rope_angles 的角度"
+            angles, how = _float_angles(T, d, 10000.0), "rope_angles 的角度"
         elif k % 3 == 1:
             P = 3 + k
-            angles = math64.rope_angles(T, d, 100.0, start=P).float()      # (T, d/2)
+            angles = _float_angles(T, d, 100.0, start=P)                    # (T, d/2)
             how = f"位置从 {P} 开始的角度（像接在 KV Cache 后面）"
         else:
             angles, how = randn(T, d // 2, seed=seed + 100 + k, scale=2.0), "随机角度"

@@ -19,6 +19,7 @@ from .codes import CODES
 from .common import fixed_weights, part, require_linear, require_swiglu_layout
 from .compare import close, expect, randn, require_tensor, type_name
 from .core import OBSERVED, CheckError, check
+from .keys import recipe
 from .oracle import instructor_only, oracle
 from .protocol import CANDIDATE, Attr, Call, Get, Layout, Load, New, Record, Watch
 from .stand_ins import SCRIPTED_CACHE, positions
@@ -314,11 +315,17 @@ def _split(out, what: str):
     return out
 
 
+@recipe
+def _block_inputs(w, cfg, idx) -> tuple[torch.Tensor, torch.Tensor]:
+    """The embeddings of idx (B, T, C) and the angles of positions 0 … T-1 halved (T, Dh/2), in float32."""
+    angles = math64.rope_angles(idx.shape[1], cfg.n_embed // cfg.n_head, cfg.rope_base) / 2
+    return w["tok_emb.weight"][idx], angles.float()
+
+
 def _check_block_interface(model, w, cfg, idx, label: str):
     """(yields) blocks[0](x, angles) rotates by the angles it is handed (section 11 calls a block with
     interpolated angles): here the angles of positions 0 … T-1 halved."""
-    x = w["tok_emb.weight"][idx]                                                 # (B, T, C)
-    angles = (math64.rope_angles(idx.shape[1], cfg.n_embed // cfg.n_head, cfg.rope_base) / 2).float()
+    x, angles = _block_inputs(w, cfg, idx)                                      # (B, T, C), (T, Dh/2)
     what = f"{label}：直接调用 blocks[0](x, angles)，angles 是位置 0…T-1 的角度减半（位置插值）"
     try:
         got = yield Call(Attr(model, "blocks.0"), (x, angles), pure=True)
@@ -655,6 +662,7 @@ def hidden_gen_cases():
     return [(3, 4, 7, 2), (2, 6, 3, 3)]
 
 
+@recipe
 def _fixed_table() -> torch.Tensor:
     """The sampling part's table: the logits after token s are BASE rolled by s, at every position."""
     V = BASE.numel()
@@ -789,7 +797,7 @@ def nucleus(logits, top_p: float) -> dict:
     ranked = p.sort(dim=-1, descending=True).values
     n_keep = (ranked.cumsum(-1) - ranked < top_p).sum(-1) if top_p < 1 else torch.full((z.size(0),), V)
     boundary = ranked.gather(-1, (n_keep - 1)[:, None])                         # (N, 1) the crossing token's p
-    tied = torch.isclose(p, boundary, rtol=1e-9, atol=0.0)
+    tied = torch.isclose(p, boundary, rtol=1e-6, atol=0.0)                    # within float32 logits' last bits
     must = (p > boundary) & ~tied
     flat = F.softmax(z.reshape(1, -1), dim=-1)
     wrong = [("top-p-drops-crossing", _keep(p, top_p, crossing=False)),
@@ -804,6 +812,7 @@ def nucleus(logits, top_p: float) -> dict:
             "n_keep": n_keep.reshape(lead), "gap": gap, "wrong": [(c, m.reshape(shape)) for c, m in wrong]}
 
 
+@recipe
 def _designed_logits(seed: int) -> torch.Tensor:
     """DESIGNED_PROBS as logits, shifted per row, each row's tokens in a drawn order: (3, 6)."""
     g = torch.Generator().manual_seed(seed)
@@ -873,17 +882,28 @@ def _top_p_case(logits, top_p: float, what: str):
     _judge((yield from _filtered(logits, top_p, what)), logits, top_p, what)
 
 
+@recipe
+def _tied_logits() -> torch.Tensor:
+    """Rows whose crossing token is tied with others: (2, 6)."""
+    return torch.tensor([[1.0, 1.0, 1.0, 1.0, -1.0, 0.0], [2.0, 1.0, -1.0, 1.0, -2.0, 1.0]])
+
+
+@recipe
+def _wide_logits(seed: int) -> torch.Tensor:
+    """Random logits with two tokens at -60 per row; in row 0 one token holds all of float32's probability."""
+    wide = randn(3, 8, seed=seed + 5, scale=2.0).index_fill(-1, torch.tensor([1, 6]), -60.0)    # (3, 8)
+    wide[0, 3] = 25.0
+    return wide
+
+
 @check("top_p_filter")
 def check_top_p_filter(extended: bool = False, seed: int = 0):
     yield from _top_p_case(_designed_logits(seed), 0.75, "尖、平、居中三行 logits，top_p=0.75")
     for i, (lead, V, top_p, scale) in enumerate(TOP_P_CASES):
         logits = _random_logits(lead, V, scale, top_p, seed * 101 + i)
         yield from _top_p_case(logits, top_p, f"形状 {tuple(logits.shape)} 的随机 logits，top_p={top_p}")
-    ties = torch.tensor([[1.0, 1.0, 1.0, 1.0, -1.0, 0.0], [2.0, 1.0, -1.0, 1.0, -2.0, 1.0]])   # (2, 6)
-    yield from _top_p_case(ties, 0.6, "边界上有并列的 logits，top_p=0.6（并列的那几个留下谁都可以）")
-    wide = randn(3, 8, seed=seed + 5, scale=2.0).index_fill(-1, torch.tensor([1, 6]), -60.0)    # (3, 8)
-    wide[0, 3] = 25.0                                     # row 0: one token holds all of float32's probability
-    yield from _top_p_case(wide, 1.0, "含极小概率的 logits，top_p=1.0")
+    yield from _top_p_case(_tied_logits(), 0.6, "边界上有并列的 logits，top_p=0.6（并列的那几个留下谁都可以）")
+    yield from _top_p_case(_wide_logits(seed), 1.0, "含极小概率的 logits，top_p=1.0")
     for i, (lead, V, top_p, scale) in enumerate(TOP_P_DIMS_CASES):
         logits = _random_logits(lead, V, scale, top_p, seed * 103 + i)
         what = f"形状 {tuple(logits.shape)}（前导维不是 [B]）的 logits，top_p={top_p}"

@@ -19,6 +19,7 @@ from . import math64
 from .common import fixed_weights, quiz_number
 from .compare import close, expect, quiz_answers, randn, require_tensor
 from .core import CheckError, check
+from .keys import recipe
 from .oracle import answer_key, instructor_only, matches, oracle, reusable
 from .protocol import CANDIDATE, Call, Get, New
 
@@ -29,6 +30,7 @@ GENERIC = ("wrong", "wrong-shape", "nan-output")   # findings whose hint 3 the c
 
 # --- patterns ------------------------------------------------------------------------------------
 
+@recipe
 def causal_pattern(lead: tuple[int, ...], T: int, seed: int, sharpness: float = 2.0) -> torch.Tensor:
     """Random attention weights (*lead, T, T): rows sum to 1, zero above the diagonal."""
     scores = randn(*lead, T, T, seed=seed, scale=sharpness)
@@ -112,9 +114,21 @@ def hidden_induction_cases():
     return [((4,), 14, 7), ((), 6, 5), ((2, 3), 20, 6), ((5,), 9, 2)]
 
 
+@recipe
+def _designed_previous_heads() -> torch.Tensor:
+    """Head 0 attends to the previous position only, head 1 to itself: (2, 6, 6)."""
+    return torch.stack([ideal_pattern(6, lambda t: t - 1), ideal_pattern(6, lambda t: t)])
+
+
+@recipe
+def _designed_induction_heads() -> torch.Tensor:
+    """From t = 4 on, head h attends to t − (3, 1, 4, 2)[h] only (period 4: head 0 is the induction head)."""
+    return torch.stack([ideal_pattern(10, lambda t, back=back: t - back if t >= 4 else t) for back in (3, 1, 4, 2)])
+
+
 @check("previous_token_score")
 def check_previous_token_score(extended: bool = False, seed: int = 0):
-    ideal = torch.stack([ideal_pattern(6, lambda t: t - 1), ideal_pattern(6, lambda t: t)])   # (2, 6, 6)
+    ideal = _designed_previous_heads()                                                       # (2, 6, 6)
     yield from _score(ideal, (), "两个设计好的头（0：每一行只看前一个位置；1：每一行只看自己），T = 6",
                       previous_token_truth(ideal))
     cases = PREV_CASES + (hidden_prev_cases() if extended else [])
@@ -126,7 +140,7 @@ def check_previous_token_score(extended: bool = False, seed: int = 0):
 
 @check("induction_score")
 def check_induction_score(extended: bool = False, seed: int = 0):
-    ideal = torch.stack([ideal_pattern(10, lambda t, back=back: t - back if t >= 4 else t) for back in (3, 1, 4, 2)])
+    ideal = _designed_induction_heads()                                                      # (4, 10, 10)
     yield from _score(ideal, (4,), "四个设计好的头（从 t = 4 起每一行只看一个位置：0 看 t − 3，1 看 t − 1，2 看 t − 4，"
                                    "3 看 t − 2），T = 10，period = 4", induction_truth(ideal, 4))
     cases = INDUCTION_CASES + (hidden_induction_cases() if extended else [])
@@ -156,6 +170,7 @@ def given_model(sizes: dict, weights: dict):
     return model.eval()
 
 
+@recipe
 def model_weights(sizes: dict, seed: int) -> dict[str, torch.Tensor]:
     """Check-made weights of AttentionOnlyLM by the given code's names. The embeddings are N(0, 1) and every
     head's output projection is large enough that switching one head off moves the loss visibly."""
