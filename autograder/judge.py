@@ -137,13 +137,14 @@ class Judge(LoggingConfigurable):
     seed = Integer(0, help="The seed of every check (0: a fresh random one for each test cell, from 1 to "
                            "SEEDS - 1, logged). Set it to re-grade exactly as before.").tag(config=True)
 
-    def judges(self, cell) -> bool:
+    def decides(self, cell) -> bool:
         """Whether this test cell is one the judge decides (else the kernel runs it)."""
-        if check_calls(cell.source) is None:
-            self.log.warning("test cell %s is not of the form check_<name>(<name>, …): the kernel runs it and its "
-                             "verdict is the kernel's", cell.metadata.get("nbgrader", {}).get("grade_id"))
-            return False
-        return True
+        return check_calls(cell.source) is not None
+
+    def warn_left_to_kernel(self, cell) -> None:
+        """Log that a test cell the judge does not decide is run, and its verdict given, by the kernel."""
+        self.log.warning("test cell %s is not of the form check_<name>(<name>, …): the kernel runs it and its "
+                         "verdict is the kernel's", cell.metadata.get("nbgrader", {}).get("grade_id"))
 
     def outputs(self, cell, ask: Ask, sources: list[str]) -> list[NotebookNode]:
         """The test cell's outputs as the judge decides them (``sources``: the submission's code cells)."""

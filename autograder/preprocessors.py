@@ -61,8 +61,9 @@ def is_test_cell(cell) -> bool:
     return cell.cell_type == "code" and is_grade(cell) and not is_solution(cell)
 
 
-class _KernelLost(Exception):
-    """Ends a pass over the notebook: go on in a fresh kernel from cell ``resume``."""
+class _FreshKernel(Exception):
+    """Ends a pass over the notebook: go on in a fresh kernel from cell ``resume`` (the kernel was lost, or a
+    cell timed out once and is tried again)."""
 
     def __init__(self, resume: int):
         super().__init__(resume)
@@ -134,7 +135,7 @@ class ResilientExecute(Execute):
         while True:
             try:
                 return super().preprocess(nb, resources, km)
-            except _KernelLost as lost:
+            except _FreshKernel as lost:
                 if lost.resume == len(nb.cells):  # the last cell lost the kernel: nothing is left to run
                     return nb, self.resources
                 self._resume = lost.resume
@@ -162,9 +163,12 @@ class ResilientExecute(Execute):
                 self.clear_display_id_mapping(index)   # and let no later display update reach it
             return cell, resources
         try:
-            if self.judge_tests and is_test_cell(cell) and self.judge.judges(cell):
+            judged = self.judge_tests and is_test_cell(cell)
+            if judged and self.judge.decides(cell):
                 cell.outputs = self.judge.outputs(cell, kernel_ask(self, cell, self.timeout), self._sources())
             else:
+                if judged:
+                    self.judge.warn_left_to_kernel(cell)
                 cell, resources = super().preprocess_cell(cell, resources, index)
         except DeadKernelError:
             self._lose(cell, index, "kernel-died",
@@ -189,7 +193,7 @@ class ResilientExecute(Execute):
         if index not in self._timed_out:
             self._timed_out.add(index)
             self.log.warning("cell %d timed out: trying it once more in a fresh kernel", index)
-            raise _KernelLost(index)
+            raise _FreshKernel(index)
         self._lose(cell, index, "timeout", f"这个单元格两次运行都超过 {self.timeout} 秒（可能是死循环），已被中断；"
                                            "评分换了一个新内核，从下一个单元格继续。")
 
@@ -198,7 +202,7 @@ class ResilientExecute(Execute):
         self._lost.add(index)
         cell.outputs = [o for o in cell.get("outputs", []) if o.get("ename") != TIMEOUT_ENAME]
         cell.outputs.append(error_output("GradingError", code, message))
-        raise _KernelLost(index + 1)
+        raise _FreshKernel(index + 1)
 
 
 def tidy(folder: str) -> list[str]:
