@@ -356,7 +356,14 @@ def edition(_args, extra: list[str]) -> None:
     run(setup(), "-m", "autograder.edition", *extra)
 
 
+# What `hub` installs besides the learner's packages (pyproject.toml's extra "hub" holds the versions).
+HUB_INSTALLS = ("hub 会先在 .venv 里装上 pyproject.toml 的 hub 附加依赖：JupyterHub、PostgreSQL 驱动 psycopg、"
+                "jupyterhub-idle-culler、systemdspawner；configurable-http-proxy（npm）和 PostgreSQL（apt）"
+                "要另装，见 docs/jupyterhub.md §2。")
+
+
 def hub(_args, extra: list[str]) -> None:
+    print(HUB_INSTALLS, flush=True)
     run(setup(("hub",)), ROOT / "deploy" / "jupyterhub" / "classroom.py", *extra)
 
 
@@ -442,7 +449,7 @@ COMMANDS = {
     "hub": Command(
         "以 root 在本机的 JupyterHub 上开一个班（docs/jupyterhub.md）",
         "以 root 运行：每人一个 Unix 账号，formgrader 作为 Hub service（docs/jupyterhub.md）。"
-        "demo 是一个用完即删的演示班。",
+        "demo 是一个用完即删的演示班。" + HUB_INSTALLS,
         hub, "deploy/jupyterhub/classroom.py",
         "python3 course.py hub demo [--port 端口] | hub setup class.toml | hub start class.toml"),
 }

@@ -18,8 +18,9 @@ def configure(c, course_root: str | None = None) -> None:
     c.ClearSolutions.code_stub = {"python": CODE_STUB}
     c.ClearSolutions.text_stub = TEXT_STUB
     # What a class is released holds no answer: after ClearSolutions, a note replaces every cell that quotes an
-    # exercise's answer (the book's code after its check; autograder/release.py). nbgrader's own list otherwise.
-    # `course.py build` keeps those cells in the self-study notebooks/ (ClearShownAnswers.enabled = False).
+    # open exercise's answer (the book's code after its check) and every demo that uses it (autograder/release.py);
+    # set c.ClearShownAnswers.answers_through to the last closed section as the class edition's --answers-through.
+    # nbgrader's own list otherwise. `course.py build` keeps those cells in the self-study notebooks/.
     c.GenerateAssignment.preprocessors = [
         "nbgrader.preprocessors.IncludeHeaderFooter",
         "nbgrader.preprocessors.InstantiateTests",

@@ -28,9 +28,8 @@ from pathlib import Path
 
 from .build import ROOT, module_name, reference_module, section_ids, wrapped
 from .config import RELEASE_DIR, SOURCE_DIR
-from utils.notebook import SHOWN_LATER, shown_answers
-
 from .notebook_format import dumps, exercises, read
+from .release import closed_exercises, without_shown_answers
 
 MARKER = ".attention-course-class-edition"
 STRIPPED = ("oracle", "instructor_only")
@@ -57,17 +56,6 @@ def strip_oracles(source: str) -> str:
 def _name(decorator: ast.expr) -> str:
     target = decorator.func if isinstance(decorator, ast.Call) else decorator
     return target.attr if isinstance(target, ast.Attribute) else getattr(target, "id", "")
-
-
-def without_shown_answers(nb: dict, open_exercises: set[str]) -> dict:
-    """A learner notebook without the cells that show the answer of an open exercise (tagged
-    ``shows-answer:<exercise>``: the book's code after the check, compared with the learner's once it passes;
-    a later section's demo written with an earlier answer): each becomes a note."""
-    for i, cell in enumerate(nb["cells"]):
-        if shown_answers(cell) & open_exercises:
-            nb["cells"][i] = {"cell_type": "markdown", "id": cell.get("id", f"shown-{i}"), "metadata": {},
-                              "source": SHOWN_LATER}
-    return nb
 
 
 def reference_package(released: list[str], root: Path = ROOT) -> dict[str, str]:
@@ -178,10 +166,9 @@ def build(out: Path, answers_through: str | None, root: Path = ROOT) -> None:
         (out / "utils" / "reference" / name).write_text(text, encoding="utf-8")
     (out / "utils" / "edition.py").write_text(edition_module(released), encoding="utf-8")
     shutil.copytree(root / RELEASE_DIR, out / "notebooks")
-    open_exercises = {name for sid in section_ids(root) if sid not in released
-                      for name in exercises(read(root / SOURCE_DIR / sid / f"{sid}.ipynb"))}
+    closed = closed_exercises(root / SOURCE_DIR, released[-1] if released else "")
     for path in (out / "notebooks").glob("*/*.ipynb"):
-        path.write_text(dumps(without_shown_answers(read(path), open_exercises)), encoding="utf-8")
+        path.write_text(dumps(without_shown_answers(read(path), closed)), encoding="utf-8")
     (out / "pyproject.toml").write_text(pyproject(root), encoding="utf-8")
     (out / "README.md").write_text(README, encoding="utf-8")
     (out / MARKER).write_text(f"answers through: {released[-1] if released else '-'}\n", encoding="utf-8")

@@ -4,22 +4,25 @@ nbgrader's own ``ExchangeCollect`` runs as the grading account and believes the 
 it follows links in it (their targets' contents land in ``submitted/``), takes the student from the
 folder's name (``check_owner`` only warns), takes the hand-in time from the folder's name and its
 ``timestamp.txt``, and stops the whole collection at the first submission it cannot copy. This one
-(docs/jupyterhub.md §7):
+(docs/jupyterhub.md §7) collects from the grading side's own copies, made when the hand-ins arrived
+(:mod:`autograder.intake`):
 
+- a hand-in leaves the student's reach when it arrives: the intake service copies it into the course
+  directory's ``intake/`` and records **the time of that copy** as the hand-in time; collect first takes
+  what the service has not yet (at that moment), then reads only those copies. Nothing the student does
+  to her folder in ``inbound/`` afterwards (a write through a memory mapping, a change of its times)
+  changes what is graded. ``submitted/<student>/<assignment>/timestamp.txt`` holds that time, so the
+  gradebook and the late penalty use it;
 - a submission belongs to the account that **owns its folder** (the file system's word, not a name in
   a path); a folder named after someone else, or owned by an account that is not a student in the
   gradebook, is refused and logged;
-- the hand-in time is **the kernel's**: the latest change time (ctime) of the folder and everything in
-  it, which no unprivileged account can set back (``touch``/``utime`` sets the modification time only).
-  ``submitted/<student>/<assignment>/timestamp.txt`` holds that time, so the gradebook and the late
-  penalty use it;
-- only **regular files** are read, each opened through its folder's descriptor without following a
-  link and without blocking (``O_NOFOLLOW | O_NONBLOCK``): a link, FIFO, socket or device is never
-  read (it is left out and logged);
-- a submission is read whole before anything is written, within ``CourseDirectory.max_file_size`` and
-  ``max_dir_size``; one that cannot be read, is over a limit or lacks nbgrader's ``submission_secret.txt``
-  (``release_feedback`` would fail for everyone) is skipped, its student named in the log, and **the
-  others are collected**.
+- every walk is bounded (depth, names, entries, bytes: ``CourseDirectory.max_file_size`` and
+  ``max_dir_size``), iterative, descriptor-relative on both the read and the write side and follows no
+  link (:mod:`autograder.tree`); only **regular files** are taken (a link, FIFO, socket or device is left
+  out and logged);
+- a submission past a bound, unreadable, or without nbgrader's ``submission_secret.txt`` (``release_feedback``
+  would fail for everyone) is skipped, its student named in the log, and **the others are collected**;
+  a student's earlier collected copy stays when her newer hand-in is skipped.
 
 Only collecting changes: the students' side stays nbgrader's (their environment has no ``autograder``)
 and what it writes is only ever read here. The grading account's config::
@@ -33,9 +36,7 @@ from __future__ import annotations
 import datetime
 import fnmatch
 import os
-import pwd
-import stat
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 from nbgrader.api import Gradebook, MissingEntry
 from nbgrader.exchange import ExchangeError
@@ -43,11 +44,9 @@ from nbgrader.exchange.abc import ExchangeList
 from nbgrader.exchange.default import collect
 from nbgrader.utils import check_mode
 
-OPEN_FILE = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_NOCTTY | os.O_CLOEXEC
-OPEN_FOLDER = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
+from . import intake, tree
+
 WRITTEN_BY_COLLECT = "timestamp.txt"   # the student's own is replaced by the observed time
-# nbgrader submit writes it; release_feedback names the feedback by it (and fails for everyone without it)
-SECRET = "submission_secret.txt"
 
 
 class Refused(Exception):
@@ -56,56 +55,16 @@ class Refused(Exception):
 
 @dataclass
 class Handin:
-    """One folder in inbound/: whose it is (its owner) and when it last changed (the kernel's ctime)."""
+    """One hand-in as the intake took it: whose it is (its folder's owner), when it was taken, its files."""
     folder: str
     student: str
     changed: datetime.datetime                          # naive UTC, as nbgrader's parse_utc gives
-    files: dict[str, bytes] = field(default_factory=dict)
-    left_out: list[str] = field(default_factory=list)   # links, FIFOs, sockets, devices: never read
-
-
-def entries(folder_fd: int, prefix: str = ""):
-    """(relative path, lstat result, parent descriptor, name) of everything under ``folder_fd``, depth
-    first, no link followed: a sub-folder is opened with O_NOFOLLOW through its parent's descriptor."""
-    with os.scandir(folder_fd) as listing:
-        found = [(entry.name, entry.stat(follow_symlinks=False)) for entry in listing]
-    for name, st in found:
-        yield prefix + name, st, folder_fd, name
-        if stat.S_ISDIR(st.st_mode):
-            sub = os.open(name, OPEN_FOLDER, dir_fd=folder_fd)
-            try:
-                yield from entries(sub, f"{prefix}{name}/")
-            finally:
-                os.close(sub)
-
-
-def last_change(folder_fd: int) -> datetime.datetime:
-    """The latest ctime of the folder and everything in it (naive UTC)."""
-    newest = max([os.fstat(folder_fd).st_ctime_ns, *(st.st_ctime_ns for _, st, _, _ in entries(folder_fd))])
-    return datetime.datetime.fromtimestamp(newest / 1e9, datetime.timezone.utc).replace(tzinfo=None)
-
-
-def read_regular(parent_fd: int, name: str, limit: int) -> bytes | None:
-    """The file's bytes, or None when it is not a regular file once opened (swapped since it was listed);
-    Refused past ``limit`` bytes."""
-    fd = os.open(name, OPEN_FILE, dir_fd=parent_fd)
-    try:
-        if not stat.S_ISREG(os.fstat(fd).st_mode):
-            return None
-        chunks, size = [], 0
-        while chunk := os.read(fd, 1 << 20):
-            size += len(chunk)
-            if size > limit:
-                raise Refused(f"{name} is over max_file_size ({limit} bytes)")
-            chunks.append(chunk)
-        return b"".join(chunks)
-    finally:
-        os.close(fd)
+    files: tree.Tree | None = None
 
 
 class ExchangeCollect(collect.ExchangeCollect):
-    """``nbgrader collect`` (and the formgrader's Collect) over nbgrader's filesystem exchange, trusting
-    only the file system's owner and change times (module docstring)."""
+    """``nbgrader collect`` (and the formgrader's Collect) over nbgrader's filesystem exchange, from the
+    grading side's own copies of the hand-ins (module docstring)."""
 
     def init_src(self):
         if self.coursedir.course_id == "":
@@ -119,55 +78,63 @@ class ExchangeCollect(collect.ExchangeCollect):
                 self.duedate = gb.find_assignment(self.coursedir.assignment_id).duedate
             except MissingEntry:
                 self.duedate = None
+        self.bounds = tree.Bounds(file_bytes=1000 * self.coursedir.max_file_size,
+                                  total_bytes=1000 * self.coursedir.max_dir_size)
+        self.store = os.path.join(self.coursedir.root, intake.STORE)
+        intake.Intake(self.inbound_path, self.store, self.bounds).take_new()   # what the service has not yet
         self.handins = {}
         for handin in self.chosen(self.listed()):
             try:
                 self.handins[handin.folder] = self.read(handin)
-            except (Refused, OSError) as why:
+            except (Refused, tree.OutOfBounds, OSError) as why:
                 self.log.error("Not collected: %s's submission %s: %s", handin.student, handin.folder, why)
+        self.check_owner = False   # done above, from the intake's receipts; inbound/ is not looked at again
         self.src_records = [{"username": h.student, "filename": h.folder, "timestamp": h.changed}
                             for h in self.handins.values()]
 
     def listed(self) -> list[Handin]:
-        """Every folder of this assignment in inbound/ that a student of the course owns and is named after."""
+        """Every hand-in of this assignment in the store that a student of the course made under their own
+        name; each other one logged, with its student, and left out."""
         wanted = self.coursedir.student_id if self.coursedir.student_id not in ("", "*") else None
         handins = []
-        for name in sorted(os.listdir(self.inbound_path)):
-            parts = name.rsplit("+", 3)
-            if len(parts) < 3 or parts[1] != self.coursedir.assignment_id:
+        for receipt in intake.receipts(self.store):
+            if receipt.assignment != self.coursedir.assignment_id:
                 continue
             try:
-                handin = self.attributed(name, claimed=parts[0])
-            except (Refused, OSError) as why:
-                self.log.error("Not collected: %s: %s", name, why)
+                handin = self.attributed(receipt)
+            except Refused as why:
+                self.log.error("Not collected: %s's submission %s: %s", receipt.owner or f"uid {receipt.uid}",
+                               receipt.folder, why)
                 continue
             if wanted is None or handin.student == wanted:
                 handins.append(handin)
+        self.report_not_taken()
         return handins
 
-    def attributed(self, name: str, claimed: str) -> Handin:
-        fd = self.open_submission(name)
-        try:
-            uid = os.fstat(fd).st_uid
-            try:
-                owner = pwd.getpwuid(uid).pw_name
-            except KeyError:
-                raise Refused(f"owned by uid {uid}, an account that no longer exists") from None
-            if owner != claimed:
-                raise Refused(f"named after {claimed} but made by {owner}: refused (a hand-in counts for "
-                              "the account that made it)")
-            if owner not in self.students:
-                raise Refused(f"made by {owner}, who is not a student of the course")
-            return Handin(name, owner, last_change(fd))
-        finally:
-            os.close(fd)
+    def attributed(self, receipt: intake.Receipt) -> Handin:
+        if receipt.refused:
+            raise Refused(receipt.refused)
+        if receipt.owner is None:
+            raise Refused(f"owned by uid {receipt.uid}, an account that no longer exists")
+        if receipt.owner != receipt.claimed:
+            raise Refused(f"named after {receipt.claimed} but made by {receipt.owner}: refused (a hand-in counts "
+                          "for the account that made it)")
+        if receipt.owner not in self.students:
+            raise Refused(f"made by {receipt.owner}, who is not a student of the course")
+        if receipt.left_out:
+            self.log.warning("%s's submission %s: left out (not regular files, never read): %s",
+                             receipt.owner, receipt.folder, ", ".join(receipt.left_out))
+        return Handin(receipt.folder, receipt.owner, receipt.received_at)
 
-    def open_submission(self, name: str) -> int:
-        """A descriptor of inbound/``name``, which must be a folder (a link there is refused: ELOOP)."""
-        try:
-            return os.open(os.path.join(self.inbound_path, name), OPEN_FOLDER)
-        except OSError as why:
-            raise Refused(f"not a folder that can be opened: {why.strerror}") from None
+    def report_not_taken(self) -> None:
+        """Folders of this assignment in inbound/ that neither the service nor this collect could take: not
+        finished by nbgrader's submit (autograder.intake) or not reachable by the grading account."""
+        taken = set(os.listdir(self.store))
+        for name in sorted(os.listdir(self.inbound_path)):
+            parts = name.rsplit("+", 3)
+            if name not in taken and len(parts) >= 3 and parts[1] == self.coursedir.assignment_id:
+                self.log.error("Not collected: %s: not finished by nbgrader submit (no %s, or the folder not "
+                               "opened up to 0777), or not reachable by the grading account", name, intake.SECRET)
 
     def chosen(self, handins: list[Handin]) -> list[Handin]:
         """Each student's newest hand-in (with ``before_duedate``: their newest on time, if any)."""
@@ -182,31 +149,11 @@ class ExchangeCollect(collect.ExchangeCollect):
         return list(chosen.values())
 
     def read(self, handin: Handin) -> Handin:
-        """``handin`` with its regular files read whole; its time observed again after reading, so no change
-        made while it was read can be older than the time recorded."""
-        max_file, max_dir = 1000 * self.coursedir.max_file_size, 1000 * self.coursedir.max_dir_size
-        fd = self.open_submission(handin.folder)
-        try:
-            total = 0
-            for path, st, parent, name in entries(fd):
-                if stat.S_ISDIR(st.st_mode) or self.ignored(path):
-                    continue
-                data = read_regular(parent, name, max_file) if stat.S_ISREG(st.st_mode) else None
-                if data is None:
-                    handin.left_out.append(path)
-                    continue
-                total += len(data)
-                if total > max_dir:
-                    raise Refused(f"over max_dir_size ({max_dir} bytes)")
-                handin.files[path] = data
-            handin.changed = last_change(fd)
-        finally:
-            os.close(fd)
-        if SECRET not in handin.files:
-            raise Refused(f"no {SECRET} (a folder not made by nbgrader submit)")
-        if handin.left_out:
-            self.log.warning("%s's submission %s: left out (not regular files, never read): %s",
-                             handin.student, handin.folder, ", ".join(handin.left_out))
+        """``handin`` with its files read whole from the store, within the bounds, before anything is written."""
+        with tree.open_folder(os.path.join(self.store, handin.folder, intake.FILES)) as fd:
+            handin.files = tree.read_tree(fd, self.bounds, skip=self.ignored)
+        if intake.SECRET not in handin.files.files:
+            raise Refused(f"no {intake.SECRET} (a folder not made by nbgrader submit)")
         return handin
 
     def ignored(self, path: str) -> bool:
@@ -216,17 +163,14 @@ class ExchangeCollect(collect.ExchangeCollect):
             fnmatch.fnmatch(part, pattern) for part in path.split("/") for pattern in self.coursedir.ignore)
 
     def do_copy(self, src, dest):
-        """Write what :meth:`read` took from ``src`` (never ``src`` itself) and the observed hand-in time."""
+        """Write what :meth:`read` took (never ``src`` itself) and the hand-in time, folder by folder through
+        descriptors (no path is too long)."""
         handin = self.handins[os.path.basename(src)]
-        os.makedirs(dest)
-        for path, data in handin.files.items():
-            target = os.path.join(dest, path)
-            os.makedirs(os.path.dirname(target), exist_ok=True)
-            with open(target, "wb") as fh:
-                fh.write(data)
         stamp = handin.changed.replace(tzinfo=datetime.timezone.utc).strftime(self.timestamp_format)
-        with open(os.path.join(dest, WRITTEN_BY_COLLECT), "w", encoding="utf-8") as fh:
-            fh.write(stamp)
+        handin.files.files[WRITTEN_BY_COLLECT] = stamp.encode()
+        parent, name = os.path.split(dest)
+        with tree.open_folder(parent) as fd:
+            tree.write_tree(handin.files, fd, name, mode=0o755)
 
 
 class Unlisted(ExchangeList):

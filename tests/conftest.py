@@ -39,8 +39,9 @@ def root() -> Path:
 LONGEST_FIRST = ("test_exchange_flow.py", "test_hub.py", "test_class_edition.py", "test_grading.py",
                  "test_bad_submissions.py", "test_browser.py", "test_sandbox.py", "test_notebooks_run.py")
 # Files whose tests share a module fixture that takes a minute (a graded class of attacks, an installed
-# class edition): dealt as one unit, so that one worker sets it up, not every worker.
-ONE_WORKER = ("test_sandbox.py", "test_class_edition.py")
+# class edition) or makes Unix accounts that can exist only once: dealt as one unit, so that one worker
+# sets it up, not every worker.
+ONE_WORKER = ("test_sandbox.py", "test_class_edition.py", "test_hub_exchange.py")
 
 
 def _cost_rank(item) -> int:
@@ -55,7 +56,8 @@ def _cost_rank(item) -> int:
 # (with the tests decorated @pytest.mark.slow in their files). "file" or "file::test" (every
 # parametrisation of it).
 SLOW = ("test_grading.py::test_bug_bank_through_nbgrader_autograde", "test_browser.py", "test_exchange_flow.py",
-        "test_hub.py", "test_notebooks_run.py::test_", "test_honest_submissions.py", "test_class_edition.py",
+        "test_hub.py", "test_hub_exchange.py", "test_notebooks_run.py::test_", "test_honest_submissions.py",
+        "test_class_edition.py",
         "test_progress.py", "test_quickstart.py::test_course_py_lab_serves", "test_postgres_gradebook.py",
         "test_working_copy.py::test_progress_")
 # In the quick tier although slow: one notebook, run as a learner runs it, checks and plots included.
@@ -152,7 +154,17 @@ def _jupyterhub() -> Missing | None:
     return None
 
 
-NEEDS = {"bwrap": _bwrap, "chromium": _chromium, "postgres": _postgres, "root": _root, "jupyterhub": _jupyterhub}
+def _cgroups() -> Missing | None:
+    from deploy.jupyterhub.ceiling import Ceiling
+
+    if os.geteuid() == 0 and Ceiling.where_available("probe") is not None:
+        return None
+    return Missing("no cgroup with the memory, pids and cpu controllers that this user can make",
+                   "as root, on a machine with cgroup v2 (or v1's memory, pids and cpu hierarchies) mounted")
+
+
+NEEDS = {"bwrap": _bwrap, "cgroups": _cgroups, "chromium": _chromium, "postgres": _postgres, "root": _root,
+         "jupyterhub": _jupyterhub}
 
 
 @functools.cache

@@ -144,12 +144,10 @@ def make_certificate(folder: Path) -> tuple[str, str]:
 
 
 @contextmanager
-def running_hub(students: list[str], instructors: list[str], others: list[str]):
-    """Accounts, folders, gradebook and a running Hub; all of it removed afterwards. The idle culler
-    looks every 5 s (it stops nothing: the timeout is the class's default hour)."""
-    cls = Classroom(instructors=instructors, students=students, others=others, authenticator="dummy",
-                    dummy_password=PASSWORD, ip="127.0.0.1", port=free_port(), hub_port=free_port(),
-                    proxy_api_port=free_port(), formgrader_port=free_port(), idle_cull_every=5)
+def throwaway_class(cls: Classroom):
+    """A temporary folder for the class (``cls.root``, ``cls.home_base`` set in it), where none of the
+    class's accounts exists (leftovers of a killed run removed first); afterwards every account of the
+    class, its student group and the folder are removed. Yields the folder."""
     for user in filter(account_exists, cls.members):
         if is_leftover(user):   # of a run that was killed before it could clean up
             remove_account(user)
@@ -160,28 +158,41 @@ def running_hub(students: list[str], instructors: list[str], others: list[str]):
     base.chmod(0o755)  # the accounts must reach their homes and the class folders
     cls.root, cls.home_base = base / "class", base / "home"
     cls.home_base.mkdir()
-    cls.ssl_cert, cls.ssl_key = make_certificate(base / "tls")
-    pg = TemporaryPostgres(base / "pg", free_port())
-    cls.db_url = pg.url(cls.course_id)
-    hub_proc = None
     try:
-        pg.start()
-        setup(cls, psql_host=str(pg.socket), psql_port=pg.port)
-        with open(base / "hub.log", "wb") as log:
-            hub_proc = start(cls, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
-        hub = Hub(cls, base)
-        hub.wait_until_up(hub_proc)
-        yield hub
+        yield base
     finally:
-        if hub_proc is not None and hub_proc.poll() is None:
-            hub_proc.terminate()
-            try:
-                hub_proc.wait(30)
-            except subprocess.TimeoutExpired:
-                os.killpg(hub_proc.pid, 9)
-        if pg.data.exists():
-            pg.stop()
         for user in cls.members:
             remove_account(user, remove_home=False)   # the homes are in base
         remove_student_group(cls)
         remove_in_background(base)
+
+
+@contextmanager
+def running_hub(students: list[str], instructors: list[str], others: list[str]):
+    """Accounts, folders, gradebook and a running Hub; all of it removed afterwards. The idle culler
+    looks every 5 s (it stops nothing: the timeout is the class's default hour)."""
+    cls = Classroom(instructors=instructors, students=students, others=others, authenticator="dummy",
+                    dummy_password=PASSWORD, ip="127.0.0.1", port=free_port(), hub_port=free_port(),
+                    proxy_api_port=free_port(), formgrader_port=free_port(), idle_cull_every=5)
+    with throwaway_class(cls) as base:
+        cls.ssl_cert, cls.ssl_key = make_certificate(base / "tls")
+        pg = TemporaryPostgres(base / "pg", free_port())
+        cls.db_url = pg.url(cls.course_id)
+        hub_proc = None
+        try:
+            pg.start()
+            setup(cls, psql_host=str(pg.socket), psql_port=pg.port)
+            with open(base / "hub.log", "wb") as log:
+                hub_proc = start(cls, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+            hub = Hub(cls, base)
+            hub.wait_until_up(hub_proc)
+            yield hub
+        finally:
+            if hub_proc is not None and hub_proc.poll() is None:
+                hub_proc.terminate()
+                try:
+                    hub_proc.wait(30)
+                except subprocess.TimeoutExpired:
+                    os.killpg(hub_proc.pid, 9)
+            if pg.data.exists():
+                pg.stop()

@@ -97,10 +97,11 @@ def test_jupyterlab_options_reach_jupyterlab_and_learners_get_no_developer_tools
     assert commands[-1] == ["py", "-m", "tests.record_fixtures"]
 
 
-def test_edition_and_hub_pass_their_arguments_on(ran):
+def test_edition_and_hub_pass_their_arguments_on(ran, capsys):
     commands, setups = ran
     course.main(["edition", "student", "out", "--answers-through", "03_single_head_attention"])
     course.main(["hub", "demo", "--port", "8001"])
+    assert capsys.readouterr().out.strip() == course.HUB_INSTALLS   # says in one line what it installs
     assert commands[0][-5:] == ["autograder.edition", "student", "out", "--answers-through",
                                 "03_single_head_attention"]
     assert commands[1][-2:] == ["--port", "8001"] and commands[1][-4].endswith("classroom.py")

@@ -3,7 +3,8 @@ hostile students of issue 29 in the same round.
 
 One Hub, one test (its Unix accounts exist once: pytest-xdist must not split it over two
 workers; every failing check is still reported): a grading account running the formgrader as the Hub service
-``attention``, an instructor (group ``formgrade-attention``), seven students (group
+``attention`` and the intake service (each hand-in taken as it arrives; the issue-40 routes against it are
+in tests/test_hub_exchange.py), an instructor (group ``formgrade-attention``), seven students (group
 ``nbgrader-attention``, a Hub group and a Unix group) and one account that may log in but is in no
 course. The Hub serves HTTPS (a certificate made for the test). Every member logs in through the
 Hub and works with an API token of their own:
@@ -52,8 +53,10 @@ from pathlib import Path
 
 import pytest
 
-from autograder import sandbox
+from autograder import intake, sandbox
 from autograder.notebook_format import cell_kind, grade_id, points
+from deploy.jupyterhub.ceiling import Ceiling
+from deploy.jupyterhub.classroom import MAX_SUBMISSION_KB
 
 from .conftest import ROOT, load_notebook, missing
 from .hub_browser import AssignmentsTab, HubBrowser, grade_in_formgrader
@@ -194,15 +197,17 @@ def stamp(moment: datetime.datetime) -> str:
 
 def hand_made(member, owner_named: str, moment: datetime.datetime, notebook: Path, extra: str = "") -> str:
     """A submission folder made by hand in inbound/ (no nbgrader submit): named after ``owner_named`` and
-    ``moment``, with ``notebook``, a secret of its own, a timestamp.txt saying ``moment`` and then the
-    shell commands ``extra`` run inside it; its name."""
+    ``moment``, with ``notebook``, a timestamp.txt saying ``moment``, the shell commands ``extra`` run
+    inside it and then, as nbgrader's submit does last, a secret of its own and the folder opened up to
+    0777; its name."""
     name = f"{owner_named}+{SECTION}+{stamp(moment)}+handmade"
     folder = member.hub.cls.exchange / COURSE / "inbound" / name
     sh(member, f"""mkdir '{folder}' && cd '{folder}'
         cp '{notebook}' {SECTION}.ipynb
-        head -c 32 /dev/urandom | od -An -tx1 | tr -d ' \\n' > submission_secret.txt
         printf '%s' '{stamp(moment)}' > timestamp.txt
-        {extra}""")
+        {extra}
+        head -c 32 /dev/urandom | od -An -tx1 | tr -d ' \\n' > submission_secret.txt
+        chmod 777 .""")
     return name
 
 
@@ -315,6 +320,14 @@ def wait_for_grade(teacher, student: str, cell: str, score: float, comment: str,
         time.sleep(0.5)
 
 
+def wait_for_intake(hub, student: str, since: datetime.datetime, seconds: float = 60) -> None:
+    """Until the intake service has taken a hand-in of ``student`` made after ``since`` (naive UTC)."""
+    deadline = time.monotonic() + seconds
+    while not any(r.owner == student and r.received_at >= since for r in intake.receipts(hub.cls.intake_store)):
+        assert time.monotonic() < deadline, f"the intake service took no hand-in of {student}:\n{hub.log()}"
+        time.sleep(0.1)
+
+
 def as_grader(hub, *cmd: str) -> subprocess.CompletedProcess:
     """A command of the grading account, in the course directory, from its environment (what a
     terminal in the formgrader's JupyterLab runs)."""
@@ -379,6 +392,7 @@ def graded(hub, browser):
     first_collect = ok(teacher.post(f"{FG}/assignment/{SECTION}/collect"), "collect")
     resubmitted = datetime.datetime.now(datetime.timezone.utc).replace(tzinfo=None)
     assignment_action(students["carol"], "submit")                     # carol's newer hand-in, on time
+    wait_for_intake(hub, "carol", resubmitted)   # its time is when the intake service took it
     duedate = datetime.datetime.now(datetime.timezone.utc).replace(microsecond=0) + datetime.timedelta(seconds=1)
     as_grader(hub, "-m", "nbgrader", "db", "assignment", "add", SECTION, f"--duedate={stamp(duedate)}",
               "--log-level=WARN")
@@ -559,7 +573,8 @@ def check_no_submission_stops_anothers_collection(hub, graded):
         sorted([f"{SECTION}.ipynb", "submission_secret.txt", "timestamp.txt"])
     log = graded["collect_log"]
     assert "pipe" in log and "shadow" in log, log
-    assert re.search(rf"Not collected: {HOARDER}'s submission .* over max_(file|dir)_size", log), log
+    over = f"a file over {MAX_SUBMISSION_KB * 1000} bytes"   # the intake's bound (autograder/tree.py)
+    assert re.search(rf"Not collected: {HOARDER}'s submission .*: {over}", log), log
     assert not collected(hub, HOARDER).exists()
 
 
@@ -645,7 +660,7 @@ def server_pid(hub, name: str) -> int:
 
 
 def class_processes(hub) -> dict[str, int]:
-    """The Hub, its proxy, the formgrader, the idle culler and alice's server: name -> pid."""
+    """The Hub, its proxy, the formgrader, the intake, the idle culler and alice's server: name -> pid."""
     cls, found = hub.cls, {}
     for pid, (uid, cmd) in processes().items():
         if "-m jupyterhub -f" in cmd:
@@ -654,6 +669,8 @@ def class_processes(hub) -> dict[str, int]:
             found["proxy"] = pid
         if "jupyterhub_idle_culler" in cmd:
             found["idle-culler"] = pid
+        if "autograder.intake" in cmd:
+            found["intake"] = pid
         if uid == hub.member_as_account(cls.grader).ids()[0] and "jupyterhub.singleuser" in cmd:
             found["formgrader"] = pid
     found["alice's server"] = server_pid(hub, "alice")
@@ -668,7 +685,7 @@ def check_no_secret_is_readable_by_another_account(hub, graded):
     token) is on no process's command line, and no student can read another's process environment,
     class.toml (the demo's password) or the Hub's files."""
     found = class_processes(hub)
-    assert set(found) == {"hub", "proxy", "idle-culler", "formgrader", "alice's server"}, found
+    assert set(found) == {"hub", "proxy", "idle-culler", "formgrader", "intake", "alice's server"}, found
     secrets = {(hub.cls.hub_dir / "jupyterhub_cookie_secret").read_text().strip()}
     for pid in found.values():
         for entry in Path(f"/proc/{pid}/environ").read_bytes().split(b"\0"):
@@ -686,8 +703,14 @@ def check_no_secret_is_readable_by_another_account(hub, graded):
 
 
 def check_servers_run_under_limits(hub, _graded):
-    """Without systemd here: each student's server (and all it starts) under the class's rlimits."""
-    limits = Path(f"/proc/{server_pid(hub, 'alice')}/limits").read_text()
+    """Without systemd here: each student's server (and all it starts) in the account's cgroup with the
+    class's ceiling, and under its rlimits."""
+    pid = server_pid(hub, "alice")
+    ceiling = Ceiling.where_available(f"jupyter-{COURSE}/alice")
+    assert ceiling.holds(pid), Path(f"/proc/{pid}/cgroup").read_text()
+    assert ceiling.limits() == {"memory_bytes": hub.cls.mem_limit_mb * 1024 * 1024, "cpus": hub.cls.cpu_limit,
+                                "processes": hub.cls.max_processes}
+    limits = Path(f"/proc/{pid}/limits").read_text()
 
     def soft(name: str) -> str:
         return re.search(rf"^{name}\s+(\S+)", limits, re.M).group(1)
@@ -695,7 +718,7 @@ def check_servers_run_under_limits(hub, _graded):
     assert soft("Max address space") == str(hub.cls.mem_limit_mb * 1024 * 1024), limits
     assert soft("Max processes") == str(hub.cls.max_processes), limits
     assert soft("Max cpu time") == str(4 * 3600), limits
-    stat = Path(f"/proc/{server_pid(hub, 'alice')}/stat").read_text().rsplit(")", 1)[1].split()
+    stat = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
     assert int(stat[16]) == 5, stat   # nice
 
 

@@ -13,12 +13,13 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from utils import plotting
+from utils import plotting, reference
 from utils.demos import s11, s12
 from utils.demos.s10 import init_like_llama
 from utils.reference import DecoderLM, generate
 from utils.reference.s10_decoder_only_model import ModelConfig
 from utils.reference.s12_what_heads_learn import AttentionOnlyLM, attention_patterns, loss_by_position, repeated_tokens
+from utils.checks import CheckError
 from utils.widgets import attention_microscope, draw_microscope_step, trace_generation
 
 from .test_plotting import look, run_cells
@@ -237,3 +238,75 @@ def test_a_recording_after_a_visible_check_still_stores_the_ablation_cases():
     with oracle.recording() as store:
         quietly()
     assert any(key.startswith("ablation_truth:") for key in store.get("s12", {}))
+
+
+# --- what the checks say -----------------------------------------------------------------------------
+
+def failure(check, candidate, hint: int = 3):
+    with pytest.raises(CheckError) as caught:
+        check(candidate, hint=hint)
+    return caught.value
+
+
+def test_hint_3_writes_out_the_small_pattern_and_what_it_should_give():
+    """A score wrong in no known way: hint 3 shows the 4x4 pattern, its right score and the candidate's, and the
+    pattern written there is the one the check handed over (pasted into Python, it gives those numbers)."""
+    from utils.checks import check_previous_token_score
+    from utils.checks.s12 import SHOWN, shown_text
+
+    def odd(pattern):
+        return pattern.diagonal(-1, -2, -1).amax(dim=-1)                  # the largest weight on t - 1, not the mean
+    err = failure(check_previous_token_score, odd)
+    assert err.code == "wrong" and "4×4 的小例子" in err.finding
+    assert shown_text("previous_token_score") in err.step
+    shown = eval(shown_text("previous_token_score").split(" = ", 1)[1])   # noqa: S307 (our own text)
+    assert torch.equal(shown, torch.tensor(SHOWN["previous_token_score"]))
+    assert f"应得 0 维张量 {shown.diagonal(-1).mean():.4f}" in err.step and f"给出 {odd(shown):.4f}" in err.step
+
+
+def test_hint_3_rebuilds_the_ablation_input_it_speaks_of():
+    """The ablation's hint 3 names ablation_input(i): it gives the model, tokens and period of that case, on which
+    the reference's entry (0, 0) is the number hint 3 writes."""
+    from utils.checks import check_head_ablation_losses
+    from utils.checks.s12 import ablation_input
+
+    def whole_sequence(model, tokens, _period):
+        return reference.head_ablation_losses(model, tokens, 1)           # every target, not the repeated part
+    err = failure(check_head_ablation_losses, whole_sequence)
+    assert "ablation_input(0)" in err.step
+    model, tokens, period = ablation_input(0)
+    right = reference.head_ablation_losses(model, tokens, period)
+    assert f"关掉第 0 层头 0 之后应为 {right[0, 0]:.4f}" in err.step
+    with torch.no_grad():
+        logits = model(tokens)[0]
+    base = F.cross_entropy(logits[:, period - 1:-1].transpose(1, 2), tokens[:, period:])
+    assert f"平均交叉熵是 {base:.4f}" in err.step
+
+
+def test_an_untouched_stub_is_sent_to_its_own_exercise():
+    from utils.checks import (check_head_ablation_losses, check_induction_score, check_previous_token_score,
+                              check_quiz_induction_heads)
+
+    def stub(*_args):
+        raise NotImplementedError
+    errors = [failure(check, stub) for check in (check_previous_token_score, check_induction_score,
+                                                 check_head_ablation_losses, check_quiz_induction_heads)]
+    assert {err.code for err in errors} == {"not-implemented"}
+    hints = [tuple(err.hints()[1:]) for err in errors]
+    assert len(set(hints)) == len(hints) and all(h[0].startswith("12 节") for h in hints), hints
+
+
+@pytest.mark.parametrize(("layers", "code"), [((1, 2), "quiz-layers-from-one"), ((1, 0), "quiz-heads-wrong-layer"),
+                                              ((0, 0), "quiz-induction-one-layer")])
+def test_the_quiz_names_a_layer_mistake_without_saying_the_layers(layers, code):
+    from utils.checks import check_quiz_induction_heads
+
+    def answers():
+        return {"induction_key": 14, "uniform_prev_score": sum(1 / (t + 1) for t in range(1, 6)) / 5,
+                "previous_token_layer": layers[0], "induction_layer": layers[1], "first_half_loss": 3.9,
+                "repeated_part_floor": 0.3}
+    err = failure(check_quiz_induction_heads, answers)
+    told = str(err)
+    assert err.code == code
+    said = ("在第 0 层", "在第 1 层", "第 1 层或更后面", "= 0、induction_layer = 1")
+    assert not any(answer in told for answer in said), told

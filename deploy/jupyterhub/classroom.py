@@ -12,7 +12,8 @@ class edition installed in an environment of its own (root/class-edition/env), t
 from a copy of the repository in its own 0700 home (~grader/course, with its environment .venv/).
 Both environments hold copies of this environment's third-party packages (hard links where on the
 same file system).
-nbgrader's filesystem exchange is collected by autograder.exchange.ExchangeCollect; the exchange's
+Hand-ins are taken out of inbound/ as they arrive by the intake service (a Hub service run as the
+grading account) and collected from there by autograder.exchange.ExchangeCollect; the exchange's
 course folder is made here, before any student could, and only the course's students (the Unix
 group ``nbgrader-<course>``) may hand in (docs/jupyterhub.md §7).
 
@@ -31,7 +32,8 @@ What goes where (``root`` of class.toml, /srv/attention by default)::
     root/etc/grader/        ... of the grading account's formgrader service and its commands
     root/class-edition/     the class edition of the course and the environment students run in (env/)
     ~grader/course/         the grading account's copy of the repository and its .venv/ (the home is 0700)
-    ~grader/<course>/       the course directory (solutions = nbgrader's source), 评分要点/ (rubrics)
+    ~grader/<course>/       the course directory (solutions = nbgrader's source), 评分要点/ (rubrics),
+                            intake/ (each hand-in as the intake service took it: autograder/intake.py)
 """
 from __future__ import annotations
 
@@ -54,6 +56,8 @@ import venv
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field, fields
 from pathlib import Path
+
+from autograder import intake
 
 HERE = Path(__file__).resolve().parent
 REPO = HERE.parent.parent
@@ -163,6 +167,11 @@ class Classroom:
         return self.home(self.grader) / self.course_id
 
     @property
+    def intake_store(self) -> Path:
+        """Where the intake service keeps each hand-in as it arrives (in the 0700 course directory)."""
+        return self.course_dir / intake.STORE
+
+    @property
     def members(self) -> list[str]:
         return [self.grader, *self.instructors, *self.students, *self.others]
 
@@ -189,6 +198,13 @@ class Classroom:
         """What the formgrader service and the grading account's commands run with."""
         return {**self.server_environment("grader"), "HOME": str(self.home(self.grader)),
                 "USER": self.grader, "LANG": "C.UTF-8"}
+
+
+def intake_command(cls: Classroom, python: Path | str) -> list[str]:
+    """The intake service (autograder/intake.py), run by the Hub as the grading account: takes each hand-in
+    out of inbound/ into the course directory as it arrives, with the time of that copy."""
+    return [str(python), "-m", "autograder.intake", "--inbound", str(cls.exchange / cls.course_id / "inbound"),
+            "--store", str(cls.intake_store), "--max-kb", str(MAX_SUBMISSION_KB)]
 
 
 # --- configs the servers read (generated: explicit values an administrator can read) ----------

@@ -8,7 +8,7 @@ import sys
 from pathlib import Path
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from classroom import Classroom  # noqa: E402
+from classroom import Classroom, intake_command  # noqa: E402
 
 c = get_config()  # noqa: F821
 cls = Classroom.load(os.environ["ATTENTION_CLASS"])
@@ -43,8 +43,8 @@ else:
 c.Authenticator.allowed_users = set(cls.members)
 
 # --- each person's JupyterLab runs as their own Unix account, in the class edition's environment,
-# --- with limits (deploy/jupyterhub/spawner.py): a cgroup per server where systemd runs the machine
-# --- (as The Littlest JupyterHub), resource limits otherwise
+# --- with a ceiling: a cgroup per server (systemd's unit, as The Littlest JupyterHub; without systemd
+# --- deploy/jupyterhub/spawner.py makes one per account itself)
 if Path("/run/systemd/system").is_dir():
     c.JupyterHub.spawner_class = "systemdspawner.SystemdSpawner"
     c.SystemdSpawner.unit_name_template = f"jupyter-{course}-{{USERNAME}}"
@@ -55,6 +55,7 @@ else:
     from spawner import LimitedLocalProcessSpawner  # noqa: E402
     c.JupyterHub.spawner_class = LimitedLocalProcessSpawner
     c.LimitedLocalProcessSpawner.max_processes = cls.max_processes
+    c.LimitedLocalProcessSpawner.cgroup_parent = f"jupyter-{course}"   # each account's: jupyter-<course>/<user>
 c.Spawner.mem_limit = f"{cls.mem_limit_mb}M"
 c.Spawner.cpu_limit = cls.cpu_limit
 c.Spawner.cmd = [str(cls.class_python), "-m", "jupyterhub.singleuser"]
@@ -82,7 +83,9 @@ c.JupyterHub.load_roles = [
 ]
 
 # --- the formgrader: the grading account's JupyterLab, run by the Hub as a service from the grading
-# --- account's own environment; the idle culler stops servers nobody used for idle_timeout s --------
+# --- account's own environment; the intake takes each hand-in out of the students' reach as it arrives
+# --- (the seam an HTTP exchange behind the Hub would replace); the idle culler stops servers nobody
+# --- used for idle_timeout s ------------------------------------------------------------------------
 c.JupyterHub.services = [{
     "name": course,   # nbgrader: the service's name is the course id
     "url": f"http://127.0.0.1:{cls.formgrader_port}",
@@ -91,6 +94,12 @@ c.JupyterHub.services = [{
     "cwd": str(cls.home(cls.grader)),
     "environment": {**cls.grader_environment(), "JUPYTERHUB_DEFAULT_URL": "/lab"},
     "oauth_no_confirm": True,
+}, {
+    "name": "intake",
+    "command": intake_command(cls, cls.grading_python),
+    "user": cls.grader,
+    "cwd": str(cls.course_dir),
+    "environment": cls.grader_environment(),
 }, {
     "name": "idle-culler",
     "command": [sys.executable, "-m", "jupyterhub_idle_culler", f"--timeout={cls.idle_timeout}",

@@ -14,10 +14,11 @@ class CheckError(AssertionError):
 
     In Jupyter it renders as a few short lines (no traceback wall) via IPython's
     ``_render_traceback_`` hook; anywhere else ``str(err)`` starts with ``[code]``. ``step``, when a
-    check gives it, is hint 3 computed on the check's own input (a shape, a number)."""
+    check gives it, is hint 3 computed on the check's own input (a shape, a number); ``where``, hint 2 for
+    this exercise in place of the code's own (an untouched stub: where this exercise was taught)."""
 
-    def __init__(self, code: str, finding: str, step: str = "", error: str = ""):
-        self.code, self.finding, self.step = code, finding, step
+    def __init__(self, code: str, finding: str, step: str = "", error: str = "", where: str = ""):
+        self.code, self.finding, self.step, self.where = code, finding, step, where
         self.error = error       # for [crashed]: the type of the exception the learner's code raised
         self.entry = describe(code)
         self.misconception = self.entry.misconception
@@ -27,7 +28,7 @@ class CheckError(AssertionError):
 
     def hints(self) -> list[str]:
         """The hints up to this error's level: the idea, where it was taught, a first step."""
-        ladder = [self.entry.idea, self.entry.where, self.step or self.entry.step]
+        ladder = [self.entry.idea, self.where or self.entry.where, self.step or self.entry.step]
         return [hint for hint in ladder[:self.level] if hint]
 
     def lines(self) -> list[str]:
