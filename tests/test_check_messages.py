@@ -56,7 +56,7 @@ def test_pass_line_uses_the_pass_mark(capsys):
 
 
 @pytest.mark.parametrize("quiz", ["quiz_head_width", "quiz_attention_memory", "quiz_complexity", "quiz_kv_cache",
-                                  "quiz_ffn_share", "quiz_rope", "quiz_read_config", "quiz_misconceptions",
+                                  "quiz_rope", "quiz_read_config", "quiz_misconceptions",
                                   "quiz_induction_heads"])
 def test_a_quiz_pass_line_names_what_only_the_hidden_test_judges(quiz, capsys):
     """A visible quiz check that leaves keys to the hidden test does not say 通过全部检查; the hidden one does."""
@@ -99,3 +99,20 @@ def test_the_class_edition_has_no_answer_step(monkeypatch, capsys):
     checks.check_attention_scores(lambda q, _k: q, hint=4)
     shown = capsys.readouterr().out
     assert "班级版没有" in shown and "def " not in shown
+
+
+def test_hint_3_of_a_plain_wrong_shows_the_input():
+    """A generic [wrong]'s first step shows the check's input: a small one whole, a large one by its shape and the
+    slice the wrong position reads (its leading indices), so the learner can rerun the very case."""
+    small, large = torch.tensor([[1.0, 2.0], [3.0, 4.0]]), torch.arange(2 * 5 * 8, dtype=torch.float32).view(2, 5, 8)
+    want = large.clone()
+    got = want.clone()
+    got[1, 3, 2] += 1
+    with pytest.raises(CheckError) as caught:
+        expect(got, want, "B=2, T=5 时的输出", inputs={"w": small, "x": large})
+    step = caught.value.step
+    assert "下标 (1, 3, 2)" in step and "w = [[1, 2], [3, 4]]" in step, step
+    assert "x 形状 (2, 5, 8)，其中 x[1][3] = [64, 65, 66, 67, 68, 69, 70, 71]" in step, step
+    with pytest.raises(CheckError) as caught:
+        expect(got, want, "B=2, T=5 时的输出")
+    assert "检查给的输入" not in caught.value.step and "按上面那句说的情形" in caught.value.step

@@ -1,17 +1,22 @@
-"""The mechanical rules of the notebooks' Chinese prose (every solution notebook, every section).
+r"""The mechanical rules of the notebooks' Chinese prose (every solution notebook, every section).
 
 - the sources are named 第六章 / 主干篇 / 原书仓库, with no space between them and a Chinese
   character (原文, 第 6 章, 《Transformer 主干》, seed are not names a learner was introduced to);
 - no internal file numbers of the sources (000 / 002) are shown to learners;
 - Chinese text in Markdown is quoted with “…”, not ASCII "…" (code spans and code cells excepted);
 - no line break between two Chinese characters inside a Markdown paragraph: it renders as a
-  visible space.
+  visible space;
+- no control character where a LaTeX command lost its backslash to an escape (``\to`` written as a
+  TAB and "o", ``\frac`` as a form feed, ``\beta`` as a backspace…): in Markdown, and in the strings
+  of code cells and of the course's modules (a "$\theta$" that is not a raw string).
 
 Each rule is also shown to fail on a small bad snippet, so a rule that can never fire is caught.
 A failure names the notebook, the cell number and the offending text.
 """
 from __future__ import annotations
 
+import ast
+import pathlib
 import re
 
 import pytest
@@ -29,6 +34,9 @@ _FILE_NUMBER = re.compile(r"(?<![\d_.,])(?<!\d\s)00[02](?![\d_.,])")
 _OTHER_NAMES = re.compile(r"原文|原书(?!仓库)|第\s*6\s*章|《Transformer 主干》|Transformer 主干篇")
 _SEED_WORD = re.compile(r"(?<![\w.])seed(?![\w(=])", re.IGNORECASE)
 _ASCII_QUOTED_CJK = re.compile(rf'"[^"\n]*[{CJK}][^"\n]*"|(?<![A-Za-z])\'[^\'\n]*[{CJK}][^\'\n]*\'')
+# \a \b \v \f \r, or a TAB before a letter: what "\alpha", "\beta", "\frac", "\right", "\to", "\theta",
+# "\times" become when their backslash is read as an escape
+_EATEN_ESCAPE = re.compile(r"[\x07\x08\x0b\x0c\r]|\t(?=[A-Za-z])")
 _NEW_BLOCK = re.compile(r"\s*(?:[-*+]\s|\d+[.)]\s|#|\||>|\$\$|```|<)")
 
 
@@ -53,9 +61,25 @@ def _prose_lines(markdown: str):
             yield number, line
 
 
+def eaten_escapes(kind: str, source: str) -> list[str]:
+    """The control characters of a Markdown cell, or of a code cell's (or module's) string constants, that
+    stand where a LaTeX command's backslash was read as an escape."""
+    if kind == "markdown":
+        texts = [source]
+    else:
+        try:
+            tree = ast.parse(re.sub(r"^\s*[%!].*$", "", source, flags=re.M))
+        except SyntaxError:
+            return []
+        texts = [node.value for node in ast.walk(tree)
+                 if isinstance(node, ast.Constant) and isinstance(node.value, str)]
+    return [f"an escape ate a LaTeX backslash: {text[max(0, m.start() - 20):m.end() + 10]!r}"
+            for text in texts for m in _EATEN_ESCAPE.finditer(text)]
+
+
 def problems(kind: str, source: str) -> list[str]:
     """What the rules find in one cell (kind "markdown" or "code"), each as 'line N: rule: text'."""
-    found = []
+    found = eaten_escapes(kind, source)
 
     def report(number, rule, text):
         found.append(f"line {number}: {rule}: {text.strip()[:80]!r}")
@@ -116,6 +140,8 @@ BAD = {
     "ASCII single quotes": ("markdown", "不是人工指定'语法头'。"),
     "line break between Chinese characters": ("markdown", "第一行的最后一个字\n第二行的第一个字"),
     "line break inside a blockquote": ("markdown", "> 引用的第一行，\n> 引用的第二行"),
+    "a LaTeX arrow eaten by an escape": ("markdown", "`lm_head`（$C \to V$ 的 `nn.Linear`）"),
+    "a LaTeX fraction eaten in a code string": ("code", 'plt.title("$\\frac{1}{2}$")'),
 }
 GOOD = {
     "source names without spaces": ("markdown", "第六章的代码和主干篇的表；原书仓库里的 `Head`。"),
@@ -127,6 +153,8 @@ GOOD = {
     "display math and fences": ("markdown", "公式\n$$\n中文\n文字\n$$\n```\n中文\n文字\n```"),
     "numbers that are not file numbers": ("code", "x = 20_000  # 20 000 个样本, 1.002"),
     "manual_seed in code": ("markdown", "用 `torch.manual_seed(0)` 固定随机种子。"),
+    "LaTeX commands kept": ("markdown", "$C \\to V$，$\\frac{1}{\\sqrt{D}}$，$\\theta$"),
+    "a raw string of LaTeX and a tab in code": ("code", 'plt.title(r"$\\theta$"); print("a\\t1")'),
 }
 
 
@@ -140,3 +168,12 @@ def test_each_rule_can_fail(name):
 def test_rules_leave_good_text_alone(name):
     kind, snippet = GOOD[name]
     assert not problems(kind, snippet), problems(kind, snippet)
+
+
+def test_no_module_string_lost_a_latex_backslash():
+    """The course's Python modules (the checks' messages, the demos' labels): no string with an eaten escape."""
+    root = pathlib.Path(__file__).resolve().parents[1]
+    modules = [root / "course.py", *(root / "utils").rglob("*.py"), *(root / "autograder").rglob("*.py")]
+    found = [f"{path.relative_to(root)}: {p}" for path in sorted(modules)
+             for p in eaten_escapes("code", path.read_text(encoding="utf-8"))]
+    assert not found, "\n".join(found)

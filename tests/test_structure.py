@@ -34,6 +34,8 @@ CONTRACT = {
     "10_decoder_only_model": ["DecoderLM", "count_parameters", "generate", "top_p_filter"],
     "11_real_models_and_training": [],
     "12_what_heads_learn": ["previous_token_score", "induction_score", "head_ablation_losses"],
+    "13_long_context_attention": ["sliding_window_mask", "RollingKVCache", "MultiHeadLatentAttention", "latent_queries",
+                                  "mla_cache_bytes"],
 }
 
 

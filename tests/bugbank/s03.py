@@ -73,6 +73,8 @@ VARIANTS = [
                 scores = scores.masked_fill(~mask, float("-inf"))
             return out, scores.softmax(-1)
     """),
+    # the batch dimension squeezed away: right for every batch but a single sequence
+    wrong("attention", "squeezes-batch", "wrong-shape", attn(returns="(weights @ v).squeeze(0), weights.squeeze(0)")),
     wrong("attention", "mask-reversed", "mask-reversed", attn(fill='scores.masked_fill(mask, float("-inf"))')),
     wrong("attention", "mask-after-softmax", "mask-after-softmax", attn(
         fill="scores", weights="scores.softmax(dim=-1) * (mask if mask is not None else 1)")),

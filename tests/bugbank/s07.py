@@ -84,6 +84,14 @@ def gqa(cache=_CACHE_USE, repeat=_REPEAT_USE, attend=_ATTEND, out="return self.o
     return _GQA.format(cache=cache, repeat=repeat, attend=attend, out=out, kv_width=kv_width)
 
 
+def split_by_view(source: str) -> str:
+    """``source`` with its heads read straight as (B, n, T, Dh), without the transpose."""
+    for n in ("n_head", "n_kv_head"):
+        source = source.replace(f"view(B, T, self.{n}, self.head_dim).transpose(1, 2)",
+                                f"view(B, self.{n}, T, self.head_dim)")
+    return source
+
+
 # --- kv_cache_bytes ----------------------------------------------------------------------------
 
 _BYTES = '''
@@ -263,6 +271,12 @@ VARIANTS = [
     wrong("GroupedQueryAttention", "update-twice", "cache-reappends", gqa(cache="""if cache is not None:
             cache.update(k, v)
             k, v = cache.update(k, v)""")),
+    # heads split by reading the projections straight as (B, H, T, Dh): no transpose (05's "错误一")
+    wrong("GroupedQueryAttention", "split-without-transpose", "view-without-transpose", split_by_view(gqa())),
+    wrong("GroupedQueryAttention", "split-and-merge-without-transpose", "view-without-transpose", split_by_view(
+        gqa()).replace("y = y.transpose(1, 2).reshape(B, T, C)", "y = y.reshape(B, T, C)")),
+    wrong("GroupedQueryAttention", "softmax-over-queries", "softmax-wrong-dim", gqa(
+        attend=_ATTEND.replace("att.softmax(dim=-1)", "att.softmax(dim=-2)"))),
     wrong("GroupedQueryAttention", "no-mask", "not-causal", gqa(attend="y = F.scaled_dot_product_attention(q, k, v)")),
     wrong("GroupedQueryAttention", "no-o-proj", "o-proj-missing", gqa(out="return y")),
     wrong("GroupedQueryAttention", "kv-full-width", "gqa-kv-width", gqa(kv_width="n_embed")),

@@ -1,5 +1,5 @@
 """Bug bank of 08_ffn_norm_residual."""
-from . import fits_visible, right, wrong
+from . import right, wrong
 
 # Block's solution builds the learner's own RMSNorm and SwiGLU (cells above it in the notebook).
 DEPENDS = {"Block": ("RMSNorm", "SwiGLU")}
@@ -156,6 +156,13 @@ VARIANTS = [
         body="return x / (x.norm(dim=-1, keepdim=True) / math.sqrt(x.size(-1)) + self.eps) * self.weight")),
     wrong("RMSNorm", "bessel", "rmsnorm-bessel", rms(
         body="return x / torch.sqrt(x.pow(2).sum(dim=-1, keepdim=True) / (x.size(-1) - 1) + self.eps) * self.weight")),
+    # the batch dimension squeezed away: right for every batch but a single sequence
+    wrong("RMSNorm", "squeezes-batch", "wrong-shape", rms(
+        body="x = x.squeeze(0)\n        " + _RMS_NAIVE)),
+    wrong("RMSNorm", "sum-of-squares", "rmsnorm-sum-not-mean", rms(
+        body="return x / torch.sqrt(x.pow(2).sum(dim=-1, keepdim=True) + self.eps) * self.weight")),
+    wrong("RMSNorm", "norm-not-rms", "rmsnorm-sum-not-mean", rms(
+        body="return x / (x.norm(dim=-1, keepdim=True) + self.eps) * self.weight")),
     wrong("RMSNorm", "std", "rmsnorm-subtracts-mean", rms(
         body="return x / torch.sqrt(x.var(dim=-1, keepdim=True) + self.eps) * self.weight")),
     wrong("RMSNorm", "wrong-dim", "norm-wrong-dim", rms(
@@ -202,7 +209,10 @@ VARIANTS = [
             var = x.var(dim=0, unbiased=False, keepdim=True)
             return (x - mean) / torch.sqrt(var + eps) * weight + bias
     """),
-    wrong("layer_norm", "no-bias", "norm-weight-ignored", ln(out="(x - mean) / torch.sqrt(var + eps) * weight")),
+    wrong("layer_norm", "no-bias", "norm-bias-ignored", ln(out="(x - mean) / torch.sqrt(var + eps) * weight")),
+    wrong("layer_norm", "no-weight-no-bias", "norm-weight-ignored", ln(out="(x - mean) / torch.sqrt(var + eps)")),
+    wrong("layer_norm", "var-not-centred", "layernorm-var-uncentered", ln(
+        var="var = (x ** 2).mean(dim=-1, keepdim=True)")),
     wrong("layer_norm", "eps-default", "norm-eps-default", ln(eps="1e-6")),
     wrong("layer_norm", "builtin", "uses-builtin-norm", """
         def layer_norm(x, weight, bias, eps=1e-5):
@@ -216,6 +226,8 @@ VARIANTS = [
         self.fc2 = nn.Linear(hidden, n_embed)""", body="return self.fc2(self.act(self.fc1(x)))")),
     right("FeedForward", "gelu-tanh", ffn(body="return self.fc2(F.gelu(self.fc1(x), approximate='tanh'))")),
     wrong("FeedForward", "relu", "ffn-wrong-activation", ffn(body="return self.fc2(F.relu(self.fc1(x)))")),
+    wrong("FeedForward", "gelu-after-fc2", "ffn-activation-after-fc2", ffn(
+        body="return F.gelu(self.fc2(self.fc1(x)))")),
     wrong("FeedForward", "no-activation", "ffn-no-activation", ffn(body="return self.fc2(self.fc1(x))")),
     wrong("FeedForward", "hidden-default-n", "ffn-hidden-default", ffn(init="""hidden = hidden or n_embed
         self.fc1 = nn.Linear(n_embed, hidden)
@@ -237,6 +249,8 @@ VARIANTS = [
         body="return self.w_down(F.silu(self.w_gate(x))) * self.w_down(self.w_up(x))")),
     wrong("SwiGLU", "silu-on-up", "swiglu-silu-on-up", swiglu(
         body="return self.w_down(F.silu(self.w_gate(x)) * F.silu(self.w_up(x)))")),
+    wrong("SwiGLU", "silu-on-product", "swiglu-silu-on-product", swiglu(
+        body="return self.w_down(F.silu(self.w_gate(x) * self.w_up(x)))")),
     wrong("SwiGLU", "gate-up-swapped", "swiglu-gate-up-swapped", swiglu(
         body="return self.w_down(self.w_gate(x) * F.silu(self.w_up(x)))")),
     wrong("SwiGLU", "gelu", "swiglu-gelu", swiglu(body="return self.w_down(F.gelu(self.w_gate(x)) * self.w_up(x))")),
@@ -316,8 +330,9 @@ VARIANTS = [
             return {"attn_params": 4 * 5120 ** 2, "ffn_params": 3 * 5120 * 13824}
     """),
     right("quiz_ffn_share", "float-counts", quiz(D="5120.0")),     # a number is a number (one rule, 00 §2.2)
-    fits_visible("quiz_ffn_share", "flops-no-scores", "quiz-ffn-flops-no-scores", quiz(flops="ffn / (attn + ffn)")),
-    fits_visible("quiz_ffn_share", "flops-percent", "quiz-share-percent", quiz(flops=f"100 * ({_FLOPS})")),
+    wrong("quiz_ffn_share", "flops-no-scores", "quiz-ffn-flops-no-scores", quiz(flops="ffn / (attn + ffn)")),
+    wrong("quiz_ffn_share", "flops-off", "wrong", quiz(flops="0.5")),       # a wrong share the visible check catches
+    wrong("quiz_ffn_share", "flops-percent", "quiz-share-percent", quiz(flops=f"100 * ({_FLOPS})")),
     wrong("quiz_ffn_share", "flops-missing", "quiz-missing-key", """
         def quiz_ffn_share():
             D, hidden = 5120, 13824

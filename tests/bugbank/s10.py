@@ -310,6 +310,19 @@ VARIANTS = [
     wrong("DecoderLM", "norm1-twice", "lm-block-wiring", lm(
         block_forward="""x = x + self.attn(self.norm1(x), angles, cache)
         return x + self.ffn(self.norm1(x))""")),
+    # Post-Norm blocks: each sublayer reads the stream, the sum is normed (the original Transformer's order)
+    wrong("DecoderLM", "post-norm", "block-post-norm", lm(
+        block_forward="""x = self.norm1(x + self.attn(x, angles, cache))
+        return self.norm2(x + self.ffn(x))""")),
+    wrong("DecoderLM", "scale-by-model-width", "scale-by-sqrt-C", lm().replace(
+        "/ math.sqrt(self.head_dim)", "/ math.sqrt(self.n_head * self.head_dim)")),
+    # no mask once there is a cache ("a cache means one new token at a time"): right without one
+    wrong("DecoderLM", "no-mask-under-cache", "cache-mask-offset", lm(
+        mask="torch.ones(T, S, dtype=torch.bool).tril(diagonal=S - T if cache is None else S)")),
+    # k rotated after cache.update: the cached keys are rotated again by the new positions' angles (a crash)
+    wrong("DecoderLM", "rope-after-cache-update", "rope-after-cache", lm(rope="pass").replace(
+        "        S = k.size(2)\n",
+        "        S = k.size(2)\n        q, k = apply_rope(q, angles), apply_rope(k, angles)\n")),
     # F.scaled_dot_product_attention's is_causal aligns the mask top-left: right without a cache only
     wrong("DecoderLM", "sdpa-is-causal-with-cache", "cache-mask-offset", lm().replace(_SOFTMAX_ATTENTION, """
         y = F.scaled_dot_product_attention(q, k, v, is_causal=True)""")),
@@ -343,6 +356,32 @@ VARIANTS = [
             }
             return sum(parts.values())
     '''),
+    # the model built to count its parameters: called on the meta device, it allocates nothing (a 7B model
+    # would take 27 GB), and the tensors it made name the mistake
+    wrong("count_parameters", "builds-the-model", "builds-model", '''
+        from utils.reference import DecoderLM  # section 10
+
+
+        def count_parameters(config):
+            return sum(p.numel() for p in DecoderLM(config).parameters())
+    '''),
+    wrong("count_parameters", "builds-the-layers", "builds-model", '''
+        def count_parameters(config):
+            C, V, H, Hkv, F = config.n_embed, config.vocab_size, config.n_head, config.n_kv_head, config.ffn_hidden
+            D = C // H
+            layers = [nn.Embedding(V, C), nn.RMSNorm(C)]
+            if not config.tie_embeddings:
+                layers.append(nn.Linear(C, V, bias=False))
+            for _ in range(config.n_layer):
+                layers += [nn.Linear(C, H * D, bias=False), nn.Linear(C, Hkv * D, bias=False),
+                           nn.Linear(C, Hkv * D, bias=False), nn.Linear(H * D, C, bias=False),
+                           nn.Linear(C, F, bias=False), nn.Linear(C, F, bias=False), nn.Linear(F, C, bias=False),
+                           nn.RMSNorm(C), nn.RMSNorm(C)]
+            return sum(p.numel() for layer in layers for p in layer.parameters())
+    '''),
+    # equals [param-count-no-final-norm] on the tied configurations only: one number can coincide with a
+    # misconception's by accident, so a diagnosis is confirmed on the other configurations first
+    wrong("count_parameters", "final-norm-only-untied", "wrong", count(final_norm="0 if config.tie_embeddings else C")),
     wrong("count_parameters", "tied-twice", "param-count-tied-twice", count(lm_head="V * C")),
     wrong("count_parameters", "untied-once", "param-count-untied-once", count(lm_head="0")),
     wrong("count_parameters", "no-norms", "param-count-no-norms", count(block_norms="0", final_norm="0")),
@@ -428,6 +467,10 @@ VARIANTS = [
         "dim=-1).values[:, -1:]", "dim=-1, largest=False).values[:, -1:]").replace("last < kth", "last > kth"))),
     wrong("generate", "temperature-multiplied", "generate-temperature-multiplied", gen(pick=_PICK.replace(
         "last = last / temperature", "last = last * temperature"))),
+    # the temperature divides the probabilities: multinomial renormalises, and it cancels out
+    wrong("generate", "temperature-after-softmax", "generate-temperature-after-softmax", gen(pick=_PICK.replace(
+        "last = last / temperature", "pass").replace(
+        "F.softmax(last, dim=-1)", "F.softmax(last, dim=-1) / temperature"))),
     wrong("generate", "global-random", "ignores-generator", gen(pick=_PICK.replace(", generator=generator)", ")"))),
     # --- top_p_filter ---
     right("top_p_filter", "reference", top_p()),
@@ -483,12 +526,23 @@ VARIANTS = [
     '''),
     wrong("top_p_filter", "mask-not-unsorted", "top-p-mask-order", top_p(
         **{"torch.zeros_like(before, dtype=torch.bool).scatter(-1, order, before < top_p)": "before < top_p"})),
+    # the sorted keep-mask read through the sort's indices (gather) instead of written to them (scatter)
+    wrong("top_p_filter", "gather-not-scatter", "top-p-gather-not-scatter", top_p(
+        **{"torch.zeros_like(before, dtype=torch.bool).scatter(-1, order, before < top_p)":
+           "(before < top_p).gather(-1, order)"})),
+    # the inverse permutation by argsort, then gather: right
+    right("top_p_filter", "argsort-gather", top_p(
+        **{"torch.zeros_like(before, dtype=torch.bool).scatter(-1, order, before < top_p)":
+           "(before < top_p).gather(-1, order.argsort(dim=-1))"})),
     wrong("top_p_filter", "one-not-guarded", "top-p-one-drops", top_p(
         **{"    if top_p >= 1.0:\n        return logits.clone()\n": ""})),
     wrong("top_p_filter", "returns-probabilities", "top-p-returns-probs", top_p(
         result="F.softmax(logits, dim=-1).masked_fill(~keep, 0.0)")),
     wrong("top_p_filter", "fills-zero", "top-p-fill-not-neg-inf", top_p(result="logits.masked_fill(~keep, 0.0)")),
     wrong("top_p_filter", "in-place", "modified-input", top_p(result="logits.masked_fill_(~keep, float(\"-inf\"))")),
+    # a single row squeezed to a vector: right for every batch but one sequence
+    wrong("top_p_filter", "squeezes-one-row", "top-p-leading-dims", top_p(
+        **{"    if top_p >= 1.0:": "    logits = logits.squeeze(0)\n    if top_p >= 1.0:"})),
     wrong("top_p_filter", "rows-are-dim-0", "top-p-leading-dims", '''
         def top_p_filter(logits, top_p):
             out = logits.clone()

@@ -179,7 +179,8 @@ class Session:
         recorder = Recorder(watch.square) if (watch.torch_calls or watch.square) else contextlib.nullcontext()
         seen: dict[str, list] = {}
         grad = torch.enable_grad() if (op.grad or watch.backward is not None) else torch.no_grad()
-        with grad, hooked(fn, watch.hooks, seen), recorder:
+        device = torch.device("meta") if op.meta else contextlib.nullcontext()
+        with grad, device, hooked(fn, watch.hooks, seen), recorder:
             value = fn(*args, **kwargs)
         if op.pure and any(not torch.equal(b, a.detach()) for b, a in zip(before, tensors)):
             return Failure("check", "调用之后，输入张量的值被改变了。", code="modified-input")

@@ -44,12 +44,47 @@ def require_tensor(got, what: str) -> torch.Tensor:
     return got
 
 
+SMALL, SLICE = 24, 64   # hint 3 shows an input of at most SMALL numbers whole; a larger one, a slice of at most SLICE
+
+
+def _numbers(t: torch.Tensor) -> str:
+    """A tensor's values, four significant digits, nested like the tensor."""
+    values = t.detach().double().tolist() if t.is_floating_point() else t.detach().tolist()
+
+    def show(v):
+        return "[" + ", ".join(show(x) for x in v) + "]" if isinstance(v, list) else (
+            f"{v:.4g}" if isinstance(v, float) else str(v))
+    return show(values)
+
+
+def shown_input(name: str, t: torch.Tensor, worst: tuple[int, ...], out_shape: tuple[int, ...]) -> str:
+    """An input of the check as hint 3 shows it: whole when small; else its shape and the slice that the wrong
+    output position reads: the leading indices it shares with the output, then rows, until the slice is small."""
+    if not isinstance(t, torch.Tensor):
+        return f"{name} = {t!r}"
+    if t.numel() <= SMALL:
+        return f"{name} = {_numbers(t)}"
+    index: list[int] = []
+    part = t
+    for k, i in enumerate(worst):
+        if part.numel() <= SMALL or part.dim() <= 1 or k >= len(out_shape) or part.size(0) != out_shape[k]:
+            break
+        index.append(i)
+        part = part[i]
+    if part.numel() > SLICE:
+        return f"{name} 形状 {tuple(t.shape)}（太大，不全部列出）"
+    where = "".join(f"[{i}]" for i in index)
+    return f"{name} 形状 {tuple(t.shape)}，其中 {name}{where} = {_numbers(part)}"
+
+
 def expect(got, want: torch.Tensor, what: str, misconceptions: Sequence[tuple[str, object]] = (),
-           atol: float = 1e-5, rtol: float = 1e-4) -> None:
+           atol: float = 1e-5, rtol: float = 1e-4, inputs: dict | None = None) -> None:
     """Pass if ``got`` equals ``want``; otherwise name the misconception whose output it equals.
 
     ``misconceptions`` pairs a code with the tensor that misconception would produce on the
     same input (or a zero-argument callable computing it, evaluated only when needed).
+    ``inputs`` (name -> what the check passed): shown in hint 3 of a plain [wrong], so the learner can
+    rerun the very case.
     """
     if close(got, want, atol, rtol):
         return
@@ -64,10 +99,14 @@ def expect(got, want: torch.Tensor, what: str, misconceptions: Sequence[tuple[st
         raise CheckError("nan-output", joined(what, "含有 NaN/inf（参考结果全是有限值）。"))
     diff = (got.detach().double() - want.double()).abs()
     worst = tuple(int(i) for i in torch.unravel_index(diff.argmax(), diff.shape))
+    given = "；".join(shown_input(name, value, worst, tuple(want.shape)) for name, value in (inputs or {}).items())
+    rerun = (f"检查给的输入：{given}。用这组输入调用你的函数" if given
+             else "按上面那句说的情形（形状、参数）造一个输入，调用你的函数")
     raise CheckError("wrong", joined(what, f"数值不对：在下标 {worst} 处应为 {want[worst].item():.5g}，"
                                            f"实际是 {got[worst].item():.5g}（最大误差 {diff.max().item():.3g}）。"),
-                     step=f"先只看这一个位置：下标 {worst} 处应为 {want[worst].item():.5g}。"
-                          "用同样的输入把你的函数一步步算到这里，对照每一步的形状和数值。")
+                     step=f"先只看这一个位置：下标 {worst} 处应为 {want[worst].item():.5g}，你的是 "
+                          f"{got[worst].item():.5g}。{rerun}，逐行打印中间结果，对照练习前面的公式，"
+                          "找出第一处与公式不同的那一步。")
 
 
 @recipe

@@ -11,12 +11,12 @@ from .oracle import oracle
 @oracle
 def rms_norm(x, w, eps, dims=(-1,), denom=None, sqrt=True, eps_inside=True, center=False):
     """RMSNorm and its misconceptions (the reduction dims, a denominator other than D — given as
-    the string "D-1" —, no square root, eps outside the root, centring first)."""
+    the string "D-1", or "1": the sum of squares —, no square root, eps outside the root, centring first)."""
     x = x.double()
     if center:
         x = x - x.mean(dim=dims, keepdim=True)
     n = math.prod(x.size(d) for d in dims)
-    ms = x.pow(2).sum(dim=dims, keepdim=True) / (n - 1 if denom == "D-1" else n)
+    ms = x.pow(2).sum(dim=dims, keepdim=True) / {"D-1": n - 1, "1": 1}.get(denom, n)
     if not sqrt:
         return x / (ms + eps) * w
     if eps_inside:

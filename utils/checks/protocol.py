@@ -118,7 +118,9 @@ class Call:
     """Call ``target(*args, **kwargs)``. ``seed``: torch.manual_seed first (a module's own init);
     ``pure``: fail with [modified-input] if a tensor argument changed; ``grad``: run with autograd
     (the default is torch.no_grad); ``watch``: see :class:`Watch`; ``hints``: code -> a pattern of
-    the source of ``hints_of`` (default: the target) that turns a crash into that diagnosis."""
+    the source of ``hints_of`` (default: the target) that turns a crash into that diagnosis; ``meta``: run
+    under ``torch.device("meta")``, so that a tensor the call makes allocates no memory (a function that
+    should compute from sizes alone may build a model of billions of parameters: it costs nothing)."""
     target: Any
     args: tuple = ()
     kwargs: dict = dataclasses.field(default_factory=dict)
@@ -128,6 +130,7 @@ class Call:
     watch: Watch | None = None
     hints: dict | None = None
     hints_of: Any = None
+    meta: bool = False
 
 
 @dataclasses.dataclass(frozen=True)

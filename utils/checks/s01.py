@@ -55,7 +55,8 @@ def check_project_qkv(extended: bool = False, seed: int = 0):
         for name, got in zip("qkv", (q, k, v)):
             wrong = [("weights-transposed", w) for w in outs["transposed"]]
             wrong += [("qkv-mixed-up", other) for other_name, other in outs["want"].items() if other_name != name]
-            expect(got, outs["want"][name], f"x 形状 {tuple(x.shape)}、W 形状 {(C, D)} 时返回的 {name}", wrong)
+            expect(got, outs["want"][name], f"x 形状 {tuple(x.shape)}、W 形状 {(C, D)} 时返回的 {name}", wrong,
+                   inputs={"x": x, "W_q": w_q, "W_k": w_k, "W_v": w_v})
 
 
 @oracle
@@ -77,7 +78,8 @@ def check_attention_scores(extended: bool = False, seed: int = 0):
                          hints={"transpose-all-dims": r"\.T\b|\.t\(\)", "transpose-fixed-dims": FIXED_TRANSPOSE})
         outs = scores(q, k)
         want = outs.pop("want")
-        expect(got, want, f"q 形状 {tuple(q.shape)}、k 形状 {tuple(k.shape)} 时的分数", list(outs.items()))
+        expect(got, want, f"q 形状 {tuple(q.shape)}、k 形状 {tuple(k.shape)} 时的分数", list(outs.items()),
+               inputs={"q": q, "k": k})
 
 
 @oracle

@@ -119,7 +119,7 @@ def check_scaled_attention_scores(extended: bool = False, seed: int = 0):
         got = yield Call(CANDIDATE, (q, k), pure=True, hints={"transpose-fixed-dims": FIXED_TRANSPOSE})
         outs = scaled_scores(q, k)
         expect(got, outs["want"], f"q 形状 {tuple(q.shape)}、k 形状 {tuple(k.shape)} 时的缩放分数",
-               outs["misconceptions"])
+               outs["misconceptions"], inputs={"q": q, "k": k})
 
 
 # --- softmax --------------------------------------------------------------------------------
@@ -166,7 +166,7 @@ def check_softmax(extended: bool = False, seed: int = 0):
     for what, x, dim in _softmax_probes(seed, extended):
         got = yield from _softmax_call(x, dim)
         outs = softmax_outputs(x, dim)
-        expect(got, outs["want"], f"输入{what}时的 softmax", outs["misconceptions"])
+        expect(got, outs["want"], f"输入{what}时的 softmax", outs["misconceptions"], inputs={"x": x, "dim": dim})
     yield from _check_softmax_stability(seed)
 
 
@@ -222,4 +222,5 @@ def check_softmax_jacobian(extended: bool = False, seed: int = 0):
         logits = randn(n, seed=seed + i, scale=2.0)
         got = yield Call(CANDIDATE, (torch.softmax(logits, dim=0),), pure=True)      # p: (n,)
         outs = jacobians(logits)
-        expect(got, outs["want"], f"p 形状 ({n},) 时的雅可比矩阵", outs["misconceptions"])
+        expect(got, outs["want"], f"p 形状 ({n},) 时的雅可比矩阵", outs["misconceptions"],
+               inputs={"p": torch.softmax(logits, dim=0)})

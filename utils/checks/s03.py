@@ -12,8 +12,9 @@ from .oracle import instructor_only, oracle
 from .protocol import CANDIDATE, Attr, Call
 from .s01 import FIXED_TRANSPOSE
 
-# (batch dims, Tq, Tk, D, Dv): Tq != Tk and D != Dv expose swapped roles and the wrong scale.
-ATTENTION_CASES = [((2,), 4, 6, 8, 3), ((), 5, 5, 4, 4), ((2, 3), 3, 7, 16, 5)]
+# (batch dims, Tq, Tk, D, Dv): Tq != Tk and D != Dv expose swapped roles and the wrong scale; (1,) is a single
+# sequence, the most common real input.
+ATTENTION_CASES = [((2,), 4, 6, 8, 3), ((), 5, 5, 4, 4), ((2, 3), 3, 7, 16, 5), ((1,), 4, 3, 2, 5)]
 # (B, T, n_embed, head_size, context_length): head_size != n_embed, T < context_length.
 HEAD_CASES = [(2, 5, 12, 4, 8), (1, 8, 8, 8, 8), (3, 3, 16, 2, 10)]
 
@@ -88,8 +89,9 @@ def _pair(weights, v):
     return weights @ v, weights
 
 
-def _diagnose_pair(out, weights, want_out, want_weights, items, what):
-    """Compare (out, weights); on a mismatch name the misconception whose pair matches."""
+def _diagnose_pair(out, weights, want_out, want_weights, items, what, inputs):
+    """Compare (out, weights); on a mismatch name the misconception whose pair matches (``inputs``: shown
+    in hint 3 of a plain [wrong])."""
     if close(out, want_out) and close(weights, want_weights):
         return
     if close(out, want_weights) and close(weights, want_out):
@@ -97,8 +99,8 @@ def _diagnose_pair(out, weights, want_out, want_weights, items, what):
     for code, (wrong_out, wrong_weights) in items:
         if close(weights, wrong_weights) or (close(out, wrong_out) and not close(out, want_out)):
             raise CheckError(code, f"{what}：结果与下面这个误区算出的完全一致。")
-    expect(weights, want_weights, f"{what}的注意力权重")
-    expect(out, want_out, f"{what}的输出")
+    expect(weights, want_weights, f"{what}的注意力权重", inputs=inputs)
+    expect(out, want_out, f"{what}的输出", inputs=inputs)
 
 
 @check("attention")
@@ -117,7 +119,8 @@ def check_attention(extended: bool = False, seed: int = 0):
             out, weights = _as_pair(result, "attention")
             outs = attention_outputs(q, k, v, mask)
             want_out, want_weights = outs.pop("want")
-            _diagnose_pair(out, weights, want_out, want_weights, list(outs.items()), what)
+            inputs = dict(zip(("q", "k", "v", "mask"), args))
+            _diagnose_pair(out, weights, want_out, want_weights, list(outs.items()), what, inputs)
             sums = require_tensor(weights, "weights").sum(-1)
             if not torch.allclose(sums, torch.ones_like(sums), atol=1e-5):
                 raise CheckError("weights-not-normalized", f"{what}：权重每行之和应为 1。")
@@ -194,4 +197,4 @@ def check_Head(extended: bool = False, seed: int = 0):
         out = yield from call_module(head, x, context_length)
         outs = head_outputs(x, *(weights[f"{name}.weight"] for name in ("query", "key", "value")))
         expect(out, outs.pop("want"), f"B={B}, T={T}, n_embed={n_embed}, head_size={head_size} 时 Head 的输出",
-               list(outs.items()))
+               list(outs.items()), inputs={"x": x})

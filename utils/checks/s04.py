@@ -185,7 +185,7 @@ def check_masked_softmax(extended: bool = False, seed: int = 0):
         got = yield Call(CANDIDATE, (scores, mask), pure=True)
         outs = masked_softmax_outputs(scores, mask)
         what = f"scores {tuple(scores.shape)}（第 0 行全被屏蔽）"
-        expect(got, outs["want"], what, outs["misconceptions"])
+        expect(got, outs["want"], what, outs["misconceptions"], inputs={"scores": scores, "mask": mask})
         if not bool((got[~mask] == 0).all()):
             raise CheckError("wrong", f"{what}：被屏蔽的位置应当恰好是 0。")
     yield from _check_broadcast_and_gradient(seed)

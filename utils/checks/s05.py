@@ -91,7 +91,7 @@ def check_split_heads(extended: bool = False, seed: int = 0):
         x = places(B, T, C, offset=seed % 1000)                                            # (B, T, C)
         got = yield Call(CANDIDATE, (x, H), pure=True, hints=_VIEW_CRASH)
         outs = split_outputs(x, H)
-        expect(got, outs["want"], f"x 形状 {(B, T, C)}、n_head={H} 时", outs["wrong"])
+        expect(got, outs["want"], f"x 形状 {(B, T, C)}、n_head={H} 时", outs["wrong"], inputs={"x": x})
 
 
 @check("merge_heads")
@@ -101,7 +101,7 @@ def check_merge_heads(extended: bool = False, seed: int = 0):
         x = places(B, H, T, Dh, offset=seed % 1000)                                        # (B, H, T, Dh)
         got = yield Call(CANDIDATE, (x,), pure=True, hints=_VIEW_CRASH)
         outs = merge_outputs(x)
-        expect(got, outs.pop("want"), f"x 形状 {(B, H, T, Dh)} 时", list(outs.items()))
+        expect(got, outs.pop("want"), f"x 形状 {(B, H, T, Dh)} 时", list(outs.items()), inputs={"x": x})
 
 
 # --- MultiHeadAttention --------------------------------------------------------------------
@@ -151,7 +151,8 @@ def check_MultiHeadAttention(extended: bool = False, seed: int = 0):
         x = randn(B, T, C, seed=seed + i)
         got = yield from call_module(mha, x, L, hints=_MODULE_CRASH)
         outs = mha_outputs(x, weights, H)
-        expect(got, outs.pop("want"), f"B={B}, T={T}, n_embed={C}, n_head={H} 时的输出", list(outs.items()))
+        expect(got, outs.pop("want"), f"B={B}, T={T}, n_embed={C}, n_head={H} 时的输出", list(outs.items()),
+               inputs={"x": x})
 
 
 # --- CausalSelfAttention -------------------------------------------------------------------
@@ -217,7 +218,8 @@ def check_CausalSelfAttention(extended: bool = False, seed: int = 0):
         x = randn(B, T, C, seed=seed + i)
         got = yield from call_module(module, x, L, hints=_VIEW_CRASH)
         outs = fused_outputs(x, weights, H)
-        expect(got, outs.pop("want"), f"B={B}, T={T}, n_embed={C}, n_head={H} 时的输出", list(outs.items()))
+        expect(got, outs.pop("want"), f"B={B}, T={T}, n_embed={C}, n_head={H} 时的输出", list(outs.items()),
+               inputs={"x": x})
 
 
 # --- copy_heads_into -----------------------------------------------------------------------

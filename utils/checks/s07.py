@@ -11,7 +11,6 @@ from __future__ import annotations
 import math
 
 import torch
-import torch.nn.functional as F
 
 from .common import fixed_weights, load, make_module, part, quiz_number, require_linear
 from .compare import close, expect, places, quiz_answers, randn, type_name
@@ -78,7 +77,7 @@ def check_repeat_kv(extended: bool = False, seed: int = 0):
         x = _head_major_places(B, Hkv, T, Dh, offset=seed % 1000)                          # (B, Hkv, T, Dh)
         got = yield Call(CANDIDATE, (x, n_rep), pure=True)
         outs = repeat_outputs(x, n_rep)
-        expect(got, outs["want"], f"x 形状 {tuple(x.shape)}、n_rep={n_rep} 时", outs["wrong"])
+        expect(got, outs["want"], f"x 形状 {tuple(x.shape)}、n_rep={n_rep} 时", outs["wrong"], inputs={"x": x})
 
 
 # --- KVCache --------------------------------------------------------------------------------
@@ -190,24 +189,30 @@ def gqa_weights(C: int, H: int, Hkv: int, seed: int) -> dict[str, torch.Tensor]:
                           "o_proj.weight": (C, C)}, seed)
 
 
+def _heads(y, n: int, split: str = "transpose"):
+    """A projection y (B, T, n·Dh) as n heads (B, n, T, Dh); split "view": read straight as (B, n, T, Dh),
+    without the transpose (a misconception: each "head" is then a run of positions' channels)."""
+    B, T, _ = y.shape
+    return y.view(B, n, T, -1) if split == "view" else y.view(B, T, n, -1).transpose(1, 2)
+
+
 @oracle
-def _kv(x, w, Hkv):
+def _kv(x, w, Hkv, split="transpose"):
     """k and v of x, (B, Hkv, T, Dh) each, in float64."""
-    B, T, _ = x.shape
-    k = (x.double() @ w["k_proj.weight"].double().T).view(B, T, Hkv, -1).transpose(1, 2)   # (B, Hkv, T, Dh)
-    v = (x.double() @ w["v_proj.weight"].double().T).view(B, T, Hkv, -1).transpose(1, 2)
+    k = _heads(x.double() @ w["k_proj.weight"].double().T, Hkv, split)                   # (B, Hkv, T, Dh)
+    v = _heads(x.double() @ w["v_proj.weight"].double().T, Hkv, split)
     return k, v
 
 
 @oracle
 def _attend(x, w, H, Hkv, past=None, grouping="interleave", mask="offset", scale=None, o_proj=True,
-            use_past=True):
+            use_past=True, split="transpose", merge="transpose", softmax_dim=-1):
     """GQA of x from the weights w, in float64. past: the (k, v) of earlier positions, or None.
     The options give the misconceptions' outputs."""
     B, T, C = x.shape
     Dh = C // H
-    q = (x.double() @ w["q_proj.weight"].double().T).view(B, T, H, Dh).transpose(1, 2)   # (B, H, T, Dh)
-    k, v = _kv(x, w, Hkv)                                                       # (B, Hkv, T, Dh)
+    q = _heads(x.double() @ w["q_proj.weight"].double().T, H, split)          # (B, H, T, Dh)
+    k, v = _kv(x, w, Hkv, split)                                                # (B, Hkv, T, Dh)
     if past is not None and use_past:
         k, v = torch.cat([past[0], k], dim=2), torch.cat([past[1], v], dim=2)  # (B, Hkv, S, Dh)
     S = k.size(2)
@@ -218,8 +223,11 @@ def _attend(x, w, H, Hkv, past=None, grouping="interleave", mask="offset", scale
     full = torch.ones(S, S, dtype=torch.bool).tril()                          # (S, S)
     allowed = {"offset": full[S - T:], "top-left": full[:T], "none": None}[mask]   # (T, S)
     scale = 1 / math.sqrt(Dh) if scale is None else scale
-    y = F.scaled_dot_product_attention(q, k, v, attn_mask=allowed, scale=scale)      # (B, H, T, Dh)
-    y = y.transpose(1, 2).reshape(B, T, C)                                    # (B, T, C)
+    scores = q @ k.transpose(-2, -1) * scale                                  # (B, H, T, S)
+    if allowed is not None:
+        scores = scores.masked_fill(~allowed, float("-inf"))
+    y = torch.softmax(scores, dim=softmax_dim).nan_to_num() @ v               # (B, H, T, Dh)
+    y = y.transpose(1, 2).reshape(B, T, C) if merge == "transpose" else y.reshape(B, T, C)   # (B, T, C)
     return y @ w["o_proj.weight"].double().T if o_proj else y
 
 
@@ -233,7 +241,10 @@ def gqa_outputs(x, w, H, Hkv) -> dict:
         ("not-causal", _attend(x, w, H, Hkv, mask="none")),
         ("scale-by-sqrt-C", _attend(x, w, H, Hkv, scale=1 / math.sqrt(C))),
         ("scale-missing", _attend(x, w, H, Hkv, scale=1.0)),
-        ("o-proj-missing", _attend(x, w, H, Hkv, o_proj=False))]}
+        ("o-proj-missing", _attend(x, w, H, Hkv, o_proj=False)),
+        ("view-without-transpose", _attend(x, w, H, Hkv, split="view")),
+        ("view-without-transpose", _attend(x, w, H, Hkv, split="view", merge="view")),
+        ("softmax-wrong-dim", _attend(x, w, H, Hkv, softmax_dim=-2))]}
 
 
 @oracle
@@ -348,7 +359,8 @@ def check_GroupedQueryAttention(extended: bool = False, seed: int = 0):
         outs, outs2 = gqa_outputs(x, w, H, Hkv), gqa_outputs(x2, w, H, Hkv)
         label = f"B={B}, T={T}, n_embed={C}, n_head={H}, n_kv_head={Hkv}"
         # 1. the full causal forward, no cache
-        expect((yield Call(m, (x,), pure=True)), outs["want"], f"{label} 时的输出（不带缓存）", outs["wrong"])
+        expect((yield Call(m, (x,), pure=True)), outs["want"], f"{label} 时的输出（不带缓存）", outs["wrong"],
+               inputs={"x": x})
         # 2. uneven chunks through a fresh cache == the full forward; the new positions' mask
         #    is offset by the cached length
         what = f"{label}，按分块 {list(chunks)} 带缓存解码的输出（应等于一次算完的输出）"

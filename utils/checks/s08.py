@@ -56,7 +56,7 @@ def _wrong_dims(shape) -> list:
 # --- RMSNorm ---------------------------------------------------------------------------------
 
 # (shape, input scale, eps passed to the constructor or None = the default 1e-6)
-RMS_CASES = [((2, 5, 8), 1.0, None), ((3, 7), 1e-3, None), ((2, 3, 4, 6), 2e-2, 1e-3)]
+RMS_CASES = [((2, 5, 8), 1.0, None), ((3, 7), 1e-3, None), ((2, 3, 4, 6), 2e-2, 1e-3), ((1, 4, 6), 1.0, None)]
 # A module cast to a low-precision dtype: (shape, input scale, eps or None, dtype). At scale 300 most
 # tokens have an entry above 256, whose square overflows float16 (largest finite value 65504).
 LOW_CASES = [((2, 4, 16), 300.0, None, torch.float16)]
@@ -81,6 +81,7 @@ def rms_outputs(x, w, eps, eps_given: bool) -> dict:
              ("rmsnorm-subtracts-mean",
               (xd - xd.mean(-1, keepdim=True)) / torch.sqrt(xd.pow(2).mean(-1, keepdim=True) + eps) * wd),
              ("rmsnorm-bessel", rms(x, w, eps, denom="D-1")),
+             ("rmsnorm-sum-not-mean", rms(x, w, eps, denom="1")),
              ("rmsnorm-subtracts-mean", xd / torch.sqrt(xd.var(-1, keepdim=True) + eps) * wd),
              ("norm-eps-outside-sqrt", rms(x, w, eps, eps_inside=False)),
              ("norm-eps-missing", rms(x, w, 0.0)),
@@ -159,14 +160,15 @@ def _check_low_precision(shape, scale, eps, dtype, seed: int):
         raise CheckError("rmsnorm-low-precision",
                          f"{what}里有 {lost} 个 token 全是 0 或 NaN/inf：{_name(dtype)} 最大只能表示 {top:g}，"
                          f"大于 {math.sqrt(top):.0f} 的分量平方后就溢出了。")
-    _expect_rms(got, want, x, what, atol=LOW_TOL[dtype], rtol=LOW_TOL[dtype])
+    _expect_rms(got, want, {"x": x, "weight": weight}, what, atol=LOW_TOL[dtype], rtol=LOW_TOL[dtype])
 
 
-def _expect_rms(got, want: torch.Tensor, x: torch.Tensor, what: str, wrong=(), atol=1e-5, rtol=1e-4) -> None:
+def _expect_rms(got, want: torch.Tensor, given: dict, what: str, wrong=(), atol=1e-5, rtol=1e-4) -> None:
     """``expect`` with a known misconception first, then the output's dtype (a value off only because it was
-    rounded to another dtype is that), then the generic [wrong]."""
+    rounded to another dtype is that), then the generic [wrong]. ``given``: the input x and the loaded weight."""
+    x = given["x"]
     try:
-        expect(got, want, what, wrong, atol=atol, rtol=rtol)
+        expect(got, want, what, wrong, atol=atol, rtol=rtol, inputs=given)
     except CheckError as err:
         if err.code == "wrong":
             _require_dtype(got, x, what)
@@ -182,7 +184,7 @@ def check_RMSNorm(extended: bool = False, seed: int = 0):
         got = yield from _normalised(module, (x,))
         outs = rms_outputs(x, weight, 1e-6 if eps is None else eps, eps is not None)
         what = f"输入形状 {shape}、数值量级 {scale:g}、eps={'默认' if eps is None else eps} 时的输出"
-        _expect_rms(got, outs["want"], x, what, outs["wrong"])
+        _expect_rms(got, outs["want"], {"x": x, "weight": weight}, what, outs["wrong"])
     for i, case in enumerate(LOW_CASES + (hidden_low_cases() if extended else [])):
         yield from _check_low_precision(*case, seed=seed + 100 + i)
 
@@ -204,7 +206,7 @@ def _ln(x, w, b, eps, dims=(-1,), unbiased=False, center=True, sqrt=True, eps_in
     return y * w + b
 
 
-LN_CASES = [((2, 5, 8), 1.0, None), ((3, 7), 1e-3, None), ((2, 3, 4, 6), 2e-2, 1e-3)]
+LN_CASES = [((2, 5, 8), 1.0, None), ((3, 7), 1e-3, None), ((2, 3, 4, 6), 2e-2, 1e-3), ((1, 4, 6), 1.0, None)]
 
 
 @instructor_only
@@ -219,11 +221,13 @@ def ln_outputs(x, w, b, eps, eps_given: bool) -> dict:
     wrong = [("layernorm-unbiased-var", _ln(x, w, b, eps, unbiased=True)),
              ("layernorm-no-mean", _ln(x, w, b, eps, center=False)),
              ("layernorm-no-mean", xd / torch.sqrt(xd.var(-1, keepdim=True, unbiased=False) + eps) * w + b),
+             ("layernorm-var-uncentered",
+              (xd - xd.mean(-1, keepdim=True)) / torch.sqrt(xd.pow(2).mean(-1, keepdim=True) + eps) * w + b),
              ("norm-eps-outside-sqrt", _ln(x, w, b, eps, eps_inside=False)),
              ("norm-eps-missing", _ln(x, w, b, 0.0)),
              ("norm-missing-sqrt", _ln(x, w, b, eps, sqrt=False)),
              ("norm-weight-ignored", _ln(x, 1.0, 0.0, eps)),
-             ("norm-weight-ignored", _ln(x, w, 0.0, eps)),
+             ("norm-bias-ignored", _ln(x, w, 0.0, eps)),
              ("norm-weight-ignored", _ln(x, 1.0, b, eps))]
     wrong += [("norm-wrong-dim", _ln(x, w, b, eps, dims=d)) for d in _wrong_dims(tuple(x.shape))]
     if eps_given:
@@ -243,7 +247,7 @@ def check_layer_norm(extended: bool = False, seed: int = 0):
         got = yield from _normalised(CANDIDATE, (x, w, b), {} if eps is None else {"eps": eps})
         outs = ln_outputs(x, w, b, 1e-5 if eps is None else eps, eps is not None)
         what = f"输入形状 {shape}、数值量级 {scale:g}、eps={'默认' if eps is None else eps} 时的输出"
-        expect(got, outs["want"], what, outs["wrong"], atol=1e-5, rtol=1e-4)
+        expect(got, outs["want"], what, outs["wrong"], atol=1e-5, rtol=1e-4, inputs={"x": x, "weight": w, "bias": b})
 
 
 # --- FeedForward / SwiGLU ----------------------------------------------------------------------
@@ -274,7 +278,8 @@ def ffn_outputs(x, w) -> dict:
     return {"want": fc2(F.gelu(h)), "tanh": fc2(F.gelu(h, approximate="tanh")), "wrong": [
         ("ffn-no-activation", fc2(h)), ("ffn-wrong-activation", fc2(F.relu(h))),
         ("ffn-wrong-activation", fc2(F.silu(h))), ("ffn-wrong-activation", fc2(torch.sigmoid(h))),
-        ("ffn-wrong-activation", fc2(torch.tanh(h)))]}
+        ("ffn-wrong-activation", fc2(torch.tanh(h))),
+        ("ffn-activation-after-fc2", F.gelu(fc2(h))), ("ffn-activation-after-fc2", F.gelu(fc2(h), approximate="tanh"))]}
 
 
 @check("FeedForward")
@@ -297,7 +302,7 @@ def check_FeedForward(extended: bool = False, seed: int = 0):
         outs = ffn_outputs(x, weights)
         if close(got, outs["tanh"]):
             continue  # GPT-2's tanh approximation of GELU is fine too
-        expect(got, outs["want"], f"B={B}, T={T}, n_embed={C}, hidden={H} 时的输出", outs["wrong"])
+        expect(got, outs["want"], f"B={B}, T={T}, n_embed={C}, hidden={H} 时的输出", outs["wrong"], inputs={"x": x})
 
 
 SWIGLU_CASES = [(2, 5, 8, 12), (1, 3, 6, 16)]
@@ -323,6 +328,7 @@ def swiglu_outputs(x, w) -> dict:
         return _linear(t, w["w_down.weight"])                                              # (B, T, D)
     return {"want": down(F.silu(g) * u), "wrong": [
         ("swiglu-silu-on-up", down(F.silu(g) * F.silu(u))),
+        ("swiglu-silu-on-product", down(F.silu(g * u))),
         ("swiglu-gate-up-swapped", down(g * F.silu(u))),
         ("swiglu-gelu", down(F.gelu(g) * u)),
         ("swiglu-gelu", down(F.gelu(g, approximate="tanh") * u)),
@@ -343,7 +349,7 @@ def check_SwiGLU(extended: bool = False, seed: int = 0):
         x = randn(B, T, D, seed=seed + 10 + i, scale=2.0)                                  # (B, T, D)
         got = yield Call(ffn, (x,), pure=True)
         outs = swiglu_outputs(x, weights)
-        expect(got, outs["want"], f"B={B}, T={T}, dim={D}, hidden={H} 时的输出", outs["wrong"])
+        expect(got, outs["want"], f"B={B}, T={T}, dim={D}, hidden={H} 时的输出", outs["wrong"], inputs={"x": x})
 
 
 # --- Block -------------------------------------------------------------------------------------
@@ -451,14 +457,13 @@ def check_Block(extended: bool = False, seed: int = 0):
         x = randn(B, T, C, seed=seed + 10 + i, scale=3.0, shift=1.0)                       # (B, T, C), not normalised
         got = yield Call(block, (x,), pure=True)
         outs = block_outputs(x, weights, H, BLOCK_EPS)
-        expect(got, outs["want"], f"B={B}, T={T}, n_embed={C}, n_head={H} 时的输出", outs["wrong"])
+        expect(got, outs["want"], f"B={B}, T={T}, n_embed={C}, n_head={H} 时的输出", outs["wrong"], inputs={"x": x})
 
 
 # --- quiz_ffn_share ----------------------------------------------------------------------------
 
 COUNT_KEYS = ("attn_params", "ffn_params", "moe_total_ffn", "moe_active_ffn")
-SHARE_KEYS = ("ffn_share",)
-HIDDEN_SHARE_KEYS = ("ffn_flops_share",)      # asked in the notebook, checked only when grading
+SHARE_KEYS = ("ffn_share", "ffn_flops_share")
 SHARE_REL_TOL = 1e-3
 
 
@@ -500,14 +505,8 @@ def _digests(keys) -> dict:
 
 @oracle
 def quiz_keys() -> dict:
-    """The digests of the keys the visible check asks."""
+    """The digests of the keys the check asks."""
     return _digests(COUNT_KEYS + SHARE_KEYS)
-
-
-@instructor_only
-def hidden_quiz_keys() -> dict:
-    """The digests of the key only the graded check asks."""
-    return _digests(HIDDEN_SHARE_KEYS)
 
 
 def _check_share(key: str, value, want, wrongs) -> None:
@@ -517,19 +516,18 @@ def _check_share(key: str, value, want, wrongs) -> None:
         if matches(value, wrong, SHARE_REL_TOL):
             verb = "写成了" if code == "quiz-share-percent" else "不是"
             raise CheckError(code, f"{key} {verb} {value!r}。")
-    raise CheckError("wrong", f"{key} 不是 {value!r}：回到 §6 的公式再算一遍。")
+    raise CheckError("wrong", f"{key} 不是 {value!r}：回到 §6 的公式再算一遍。",
+                     step="把 §6 公式里的每一项（注意力和 FFN 各自的参数个数，或每个 token 的 FLOPs）分别算出来打印，"
+                          "再按题目的定义相除；比例应在 0 和 1 之间。")
 
 
 @check("quiz_ffn_share")
 def check_quiz_ffn_share(extended: bool = False, seed: int = 0):
-    """One set of answers, nothing random: ``seed`` changes nothing; ``extended`` also judges the key the
-    visible check only requires to be a number (ffn_flops_share)."""
-    del seed
-    answers = yield from quiz_answers("quiz_ffn_share", COUNT_KEYS + SHARE_KEYS + HIDDEN_SHARE_KEYS)
-    for key in HIDDEN_SHARE_KEYS:
-        quiz_number(answers, key)
-    share_keys = SHARE_KEYS + (HIDDEN_SHARE_KEYS if extended else ())
-    keys = {**quiz_keys(), **(hidden_quiz_keys() if extended else {})}
+    """One set of answers, nothing random: ``seed`` and ``extended`` change nothing (the graded check asks
+    the same keys again)."""
+    del seed, extended
+    answers = yield from quiz_answers("quiz_ffn_share", COUNT_KEYS + SHARE_KEYS)
+    keys = quiz_keys()
     for key in COUNT_KEYS:
         value = quiz_number(answers, key)
         want, wrongs = keys[key]
@@ -538,7 +536,7 @@ def check_quiz_ffn_share(extended: bool = False, seed: int = 0):
         for code, wrong in wrongs:
             if matches(value, wrong):
                 raise CheckError(code, f"{key} 不是 {answers[key]!r}。")
-        raise CheckError("wrong", f"{key} 不是 {answers[key]!r}：回到 §6、§7 的参数公式再数一遍。")
-    for key in share_keys:
+        raise CheckError("wrong", f"{key} 不是 {answers[key]!r}：回到 §6、§7 的参数公式再数一遍。",
+                         step="列出这一层里每一个权重矩阵的形状（题目给出了各个宽度），把它们的元素个数分别打印出来，再相加。")
+    for key in SHARE_KEYS:
         _check_share(key, quiz_number(answers, key), *keys[key])
-    return () if extended else HIDDEN_SHARE_KEYS

@@ -148,7 +148,7 @@ def _check_rope(extended: bool, seed: int, layout: str):
             if not torch.allclose(_pair_norms(got.detach().double(), layout), _pair_norms(x.double(), layout),
                                   atol=1e-4, rtol=1e-4):
                 raise CheckError("rope-not-a-rotation", f"{what}：旋转之后，某些二维对的长度变了。")
-        expect(got, want, what)
+        expect(got, want, what, inputs={"x": x, "angles": angles})
     yield from _check_relative(seed)
 
 

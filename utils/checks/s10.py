@@ -57,10 +57,11 @@ def lm_weights(cfg, seed: int) -> dict[str, torch.Tensor]:
 
 
 @oracle
-def attention64(w, cfg, p: str, h, angles, keys_at=None, rope=math64.rotate_half, rope_v=False, causal=True):
+def attention64(w, cfg, p: str, h, angles, keys_at=None, rope=math64.rotate_half, rope_v=False, causal=True,
+                scale=None):
     """Block p's attention in float64 on its normed input h (B, T, C) at the positions of angles (T, Dh/2):
     its output (B, T, C), rotated keys and values (B, Hkv, T, Dh). keys_at(k, v) -> (keys, values, mask)
-    lets a chunk attend to other positions; rope / rope_v / causal: misconceptions."""
+    lets a chunk attend to other positions; rope / rope_v / causal / scale (default 1/√Dh): misconceptions."""
     B, T, _ = h.shape
     H, Hkv, Dh = cfg.n_head, cfg.n_kv_head, cfg.n_embed // cfg.n_head
 
@@ -74,7 +75,7 @@ def attention64(w, cfg, p: str, h, angles, keys_at=None, rope=math64.rotate_half
         v = rope(v, angles)
     ks, vs, mask = keys_at(k, v) if keys_at else (k, v, torch.ones(T, T, dtype=torch.bool).tril())
     ks, vs = ks.repeat_interleave(H // Hkv, dim=1), vs.repeat_interleave(H // Hkv, dim=1)   # (B, H, S, Dh)
-    y = F.scaled_dot_product_attention(q, ks, vs, attn_mask=mask if causal else None)       # (B, H, T, Dh)
+    y = F.scaled_dot_product_attention(q, ks, vs, attn_mask=mask if causal else None, scale=scale)   # (B, H, T, Dh)
     return y.transpose(1, 2).reshape(B, T, H * Dh) @ w[p + "attn.o_proj.weight"].double().T, k, v
 
 
@@ -96,17 +97,20 @@ def norm_misconceptions(x, weight) -> list:
 
 
 @oracle
-def lm_forward(w, cfg, idx, final_norm=True, base=None) -> dict:
+def lm_forward(w, cfg, idx, final_norm=True, base=None, post_norm=False) -> dict:
     """DecoderLM in float64 from the weights w (by name) on the tokens idx (B, T), no cache: the logits
     (B, T, V); each block's rotated keys and its values (B, Hkv, T, Dh); "trace": each part's input and
     output by the contract's module names, with what its misconceptions would output on that input.
-    final_norm / base: misconceptions."""
+    final_norm / base / post_norm (each block x = norm(x + sublayer(x))): misconceptions."""
     T = idx.shape[1]
     Dh = cfg.n_embed // cfg.n_head
     angles = math64.rope_angles(T, Dh, cfg.rope_base if base is None else base)     # (T, Dh/2)
     x, keys, values, trace = w["tok_emb.weight"].double()[idx], [], [], []          # (B, T, C)
     for i in range(cfg.n_layer):
         p = f"blocks.{i}."
+        if post_norm:
+            x = _post_norm_block(w, cfg, p, x, angles)
+            continue
         h = math64.rms_norm(x, w[p + "norm1.weight"].double(), EPS)                   # (B, T, C)
         a, k, v = attention64(w, cfg, p, h, angles)
         keys.append(k)
@@ -119,7 +123,8 @@ def lm_forward(w, cfg, idx, final_norm=True, base=None) -> dict:
                       ("rope-on-values", attention64(w, cfg, p, h, angles, rope_v=True)[0]),
                       ("lm-rope-missing", attention64(w, cfg, p, h, angles, rope=None)[0]),
                       ("rope-interleaved-layout", attention64(w, cfg, p, h, angles, rope=math64.rotate_interleaved)[0]),
-                      ("not-causal", attention64(w, cfg, p, h, angles, causal=False)[0])]),
+                      ("not-causal", attention64(w, cfg, p, h, angles, causal=False)[0]),
+                      ("scale-by-sqrt-C", attention64(w, cfg, p, h, angles, scale=cfg.n_embed ** -0.5)[0])]),
                   (p + "norm2", u, h2, norm_misconceptions(u, w[p + "norm2.weight"].double())),
                   (p + "ffn", h2, f, [("门控分支和上投影分支用反了", swiglu64(w, p, h2, swapped=True)),
                                       ("门控用了 GELU 而不是 SiLU", swiglu64(w, p, h2, act=F.gelu)),
@@ -132,6 +137,14 @@ def lm_forward(w, cfg, idx, final_norm=True, base=None) -> dict:
     return {"logits": logits, "keys": keys, "values": values, "trace": trace}
 
 
+def _post_norm_block(w, cfg, p: str, x, angles):
+    """Block p as Post-Norm (the original Transformer's): each sublayer reads the stream, its sum is normed."""
+    def norm(t, name):
+        return math64.rms_norm(t, w[p + name].double(), EPS)
+    u = norm(x + attention64(w, cfg, p, x, angles)[0], "norm1.weight")               # (B, T, C)
+    return norm(u + swiglu64(w, p, u), "norm2.weight")
+
+
 @oracle
 def lm_outputs(w, cfg, idx, targets) -> dict:
     """The logits ("want") and the loss of the full forward, the misconceptions' logits and losses, and
@@ -142,7 +155,10 @@ def lm_outputs(w, cfg, idx, targets) -> dict:
     loss = F.cross_entropy(logits.reshape(B * T, -1), targets.reshape(B * T))
     base_ignored = lm_forward(w, cfg, idx, base=10000.0)["logits"] if cfg.rope_base != 10000 else None
     return {"want": logits, "wrong": [("model-no-final-norm", lm_forward(w, cfg, idx, final_norm=False)["logits"]),
-                                      ("rope-base-ignored", base_ignored)],
+                                      ("rope-base-ignored", base_ignored),
+                                      ("block-post-norm", lm_forward(w, cfg, idx, post_norm=True)["logits"]),
+                                      ("block-post-norm", lm_forward(w, cfg, idx, post_norm=True,
+                                                                    final_norm=False)["logits"])],
             "trace": out["trace"], "loss": loss, "wrong_loss": [
                 ("loss-not-mean", loss * B * T),
                 ("loss-shifted-twice", F.cross_entropy(logits[:, :-1].reshape(-1, cfg.vocab_size),
@@ -185,6 +201,9 @@ def lm_cache_script(w, cfg, idx, chunks) -> dict:
     def not_offset_mask(s, n):                                                      # top-left aligned
         return torch.ones(n, s + n, dtype=torch.bool).tril()
 
+    def no_mask(s, n):                                                              # the new positions see the future
+        return torch.ones(n, s + n, dtype=torch.bool)
+
     def chunk_only_mask(s, n):                                                      # the cached positions unseen
         return torch.cat([torch.zeros(n, s, dtype=torch.bool), torch.ones(n, n, dtype=torch.bool).tril()], dim=1)
 
@@ -194,6 +213,7 @@ def lm_cache_script(w, cfg, idx, chunks) -> dict:
             i = int(name.split(".")[1])
             k, v = out["keys"][i], out["values"][i]
             wrong = [("cache-mask-offset", chunked(name[:-4], x_in, k, v, not_offset_mask)),
+                     ("cache-mask-offset", chunked(name[:-4], x_in, k, v, no_mask)),
                      ("cache-unused", chunked(name[:-4], x_in, k, v, chunk_only_mask))]
         trace.append((name, x_in, x_out, wrong))
     return {"want": out["logits"], "keys": out["keys"], "values": out["values"], "trace": trace,
@@ -352,7 +372,8 @@ def _decode(model, idx, chunks, script: dict, n_layer: int, what: str):
     try:
         for n in chunks:
             observed = yield Call(model, (idx[:, start:start + n],), {"caches": caches},
-                                  watch=Watch(hooks=_hooked(n_layer)))
+                                  watch=Watch(hooks=_hooked(n_layer)), hints=_ROPE_AFTER_CACHE,
+                                  hints_of=Attr(model, "blocks.0.attn.forward"))
             outs.append(_split(observed.value, what)[0])
             for name, pairs in observed.seen.items():
                 seen.setdefault(name, []).extend(pairs)
@@ -370,6 +391,11 @@ def _decode(model, idx, chunks, script: dict, n_layer: int, what: str):
         raise CheckError("wrong-type", f"{what}：logits 应是 [B, T, V] 的张量。")
     _check_cache_contents(received, script, what, seen, len(chunks))
     return torch.cat(outs, dim=1), seen                                          # (B, T, V)
+
+
+# A crash under a cache whose attention rotates after cache.update: it rotates the cached keys again, by the
+# new positions' angles (a table of T rows against S keys)
+_ROPE_AFTER_CACHE = {"rope-after-cache": r"\.update\([\s\S]*rope\w*\("}
 
 
 def _received(caches) -> list:
@@ -479,11 +505,11 @@ def _localise(seen: dict, trace, what: str, forwards: int = 1) -> None:
         raise CheckError(_PART_CODES[name.split(".")[-1]], f"{what}：{label}是第一个输入对、输出却不对的部件。")
 
 
-def _expect_localised(got, outs: dict, seen: dict, what: str, wrong=(), forwards: int = 1) -> None:
+def _expect_localised(got, outs: dict, seen: dict, what: str, wrong=(), forwards: int = 1, inputs=None) -> None:
     """expect(got, outs["want"]); on a plain mismatch, the part of the model that is wrong (as the kernel's
     hooks saw each part's input and output)."""
     try:
-        expect(got, outs["want"], what, wrong, atol=1e-4)
+        expect(got, outs["want"], what, wrong, atol=1e-4, inputs=inputs)
     except CheckError as err:
         if err.code == "wrong":
             _localise(seen, outs["trace"], what, forwards)
@@ -504,12 +530,13 @@ def check_DecoderLM(extended: bool = False, seed: int = 0):
         outs = lm_outputs(w, cfg, idx, targets)
         observed = yield Call(model, (idx,), pure=True, watch=Watch(hooks=_hooked(cfg.n_layer)))
         logits, loss = _split(observed.value, label)
-        _expect_localised(logits, outs, observed.seen, f"{label} 时的 logits", outs["wrong"])
+        _expect_localised(logits, outs, observed.seen, f"{label} 时的 logits", outs["wrong"], inputs={"idx": idx})
         if loss is not None:
             raise CheckError("wrong-type", f"{label}：没给 targets 时 loss 应为 None，实际是 {type_name(loss)}。")
         yield from _check_block_interface(model, w, cfg, idx, label)
         _, loss = _split((yield Call(model, (idx,), {"targets": targets}, pure=True)), label)
-        expect(loss, outs["loss"], f"{label}，给了 targets 时的 loss", outs["wrong_loss"], atol=1e-4)
+        expect(loss, outs["loss"], f"{label}，给了 targets 时的 loss", outs["wrong_loss"], atol=1e-4,
+               inputs={"idx": idx, "targets": targets})
         # chunks through fresh caches == the full forward: RoPE positions start at the cached length
         what = f"{label}，按分块 {list(chunks)} 带缓存解码的 logits（应等于一次算完的 logits）"
         script = lm_cache_script(w, cfg, idx, chunks)
@@ -542,14 +569,41 @@ def _drawn_count_case(seed: int) -> dict:
     return model_sizes(V, 64, H * 2 * Dh, H, max(1, H // rep), 1 + seed % 4, ffn, tie=bool(seed % 2))
 
 
+# torch functions that make a tensor: a formula makes none, building a model makes its parameters with them
+_FACTORIES = frozenset({"empty", "zeros", "ones", "full", "rand", "randn", "randint", "normal_", "uniform_",
+                        "empty_like", "zeros_like", "ones_like"})
+_BUILDS_MODEL = r"DecoderLM\s*\(|\bLM\s*\(|\.parameters\s*\(|nn\.(Linear|Embedding)\s*\("
+
+
+def _counted(cfg, what: str):
+    """(yields) count_parameters(cfg), run on the meta device: a model built inside it (the exercise says not to)
+    allocates nothing there (a 7B one would take 27 GB), and is named [builds-model] with what made it."""
+    try:
+        seen = yield Call(CANDIDATE, (cfg,), meta=True, watch=Watch(torch_calls=True),
+                          hints={"builds-model": _BUILDS_MODEL})
+    except CheckError as err:
+        if err.code == "builds-model":
+            raise CheckError("builds-model", f"{what}：函数里造了模型（或它的层），运行出错：{err.finding}") from None
+        raise
+    made = sorted(set(seen.torch_calls) & _FACTORIES)
+    if made:
+        raise CheckError("builds-model", f"{what}：函数运行时创建了张量（调用了 torch 的 {'、'.join(made)}），"
+                                         f"也就是造了模型或它的层来数参数{OBSERVED}。检查是在 meta 设备上调用它的，"
+                                         "所以没有真的分配内存；平常调用时（11 节会用它数真实模型的参数），Llama-2-7B "
+                                         "这么大的配置要 27 GB 以上的内存，内核会被系统杀掉。")
+    return seen.value
+
+
 @check("count_parameters")
 def check_count_parameters(extended: bool = False, seed: int = 0):
+    answers = []                                                     # (what, got, counts) per configuration
     for sizes in COUNT_CASES + (hidden_count_cases() if extended else []) + [_drawn_count_case(seed)]:
         cfg = _config(**sizes)
-        counts = param_counts(cfg)
-        got, want = (yield Call(CANDIDATE, (cfg,))), counts["want"]
         what = (f"vocab={cfg.vocab_size}, n_embed={cfg.n_embed}, n_head={cfg.n_head}, n_kv_head={cfg.n_kv_head}, "
                 f"n_layer={cfg.n_layer}, ffn_hidden={cfg.ffn_hidden}, tie_embeddings={cfg.tie_embeddings}")
+        answers.append((what, (yield from _counted(cfg, what)), param_counts(cfg)))
+    for what, got, counts in answers:
+        want = counts["want"]
         if isinstance(got, bool) or not isinstance(got, int):
             if isinstance(got, float) and got == want:
                 raise CheckError("wrong-type", f"{what}：数值对了，但应返回 int（参数个数），实际是 float。")
@@ -557,9 +611,17 @@ def check_count_parameters(extended: bool = False, seed: int = 0):
         if got == want:
             continue
         for code, value in counts["wrong"]:
-            if value != want and got == value:
+            if value != want and got == value and _confirmed(code, answers, what):
                 raise CheckError(code, f"{what}：应为 {want:,} 个参数，实际是 {got:,}。")
         raise CheckError("wrong", f"{what}：应为 {want:,} 个参数，实际是 {got:,}（相差 {got - want:+,}）。")
+
+
+def _confirmed(code: str, answers: list, first: str) -> bool:
+    """A count that equals a misconception's on one configuration is that misconception only if it equals it on
+    the other configurations where the misconception changes the count too (a count is one number: another
+    mistake can give it by accident)."""
+    others = [(got, dict(counts["wrong"])[code], counts["want"]) for what, got, counts in answers if what != first]
+    return all(got == wrong for got, wrong, want in others if wrong != want)
 
 
 # --- generate ----------------------------------------------------------------------------------
@@ -734,6 +796,9 @@ def _judge_temperature(tokens, logits, tau: float, what: str) -> None:
               f"应接近 softmax(logits / temperature) = {[round(p, 3) for p in want.tolist()]}")
     if tau != 1.0 and _tv(tokens, F.softmax(logits * tau, dim=-1)) <= TOLERANCE:
         raise CheckError("generate-temperature-multiplied", f"{what}：{detail}。")
+    if tau != 1.0 and _tv(tokens, F.softmax(logits, dim=-1)) <= TOLERANCE:
+        raise CheckError("generate-temperature-after-softmax",
+                         f"{what}：{detail}；它们却接近 temperature=1 时的 softmax(logits)，温度没有起作用。")
     raise CheckError("wrong", f"{what}：{detail}。")
 
 
@@ -767,7 +832,7 @@ DESIGNED_PROBS = [[0.82, 0.06, 0.05, 0.04, 0.02, 0.01], [0.20, 0.19, 0.18, 0.16,
 DESIGNED_SHIFTS = [1.5, -0.5, 3.0]
 # (leading shape, vocab, top_p, scale of the random logits); each cumulative sum stays clear of top_p
 TOP_P_CASES = [((5,), 11, 0.9, 2.0), ((4,), 9, 0.5, 1.0)]
-TOP_P_DIMS_CASES = [((), 10, 0.8, 2.0), ((2, 3), 7, 0.6, 1.5)]               # any leading dims
+TOP_P_DIMS_CASES = [((), 10, 0.8, 2.0), ((2, 3), 7, 0.6, 1.5), ((1,), 9, 0.7, 1.5)]   # any leading dims, one row
 BOUNDARY_GAP = 2e-3                                                            # no cumulative sum this near top_p
 
 
@@ -776,14 +841,16 @@ def hidden_top_p_cases():
     return [((6,), 16, 0.95, 3.0), ((3,), 5, 0.3, 0.5), ((2, 2, 2), 13, 0.7, 2.0)]
 
 
-def _keep(scores, top_p: float, descending: bool = True, crossing: bool = True, unsorted: bool = True):
+def _keep(scores, top_p: float, descending: bool = True, crossing: bool = True, back: str = "scatter"):
     """Per row of scores (N, V): keep the tokens in the order of `descending` until their running sum
-    reaches top_p (with the crossing token when `crossing`); the mask in the tokens' own order when
-    `unsorted`, else the sorted positions' mask laid over the original order (a misconception)."""
+    reaches top_p (with the crossing token when `crossing`); the mask put back in the tokens' own order
+    (`back` "scatter"), or, as misconceptions, the sorted positions' mask laid over the original order
+    ("none") or read through the sort's indices instead of written to them ("gather")."""
     ranked, order = scores.sort(dim=-1, descending=descending)                 # (N, V)
     running = ranked.cumsum(dim=-1)
     kept = running - ranked < top_p if crossing else running < top_p           # (N, V) in sorted order
-    return torch.zeros_like(kept).scatter(-1, order, kept) if unsorted else kept
+    return {"scatter": lambda: torch.zeros_like(kept).scatter(-1, order, kept), "none": lambda: kept,
+            "gather": lambda: kept.gather(-1, order)}[back]()
 
 
 @oracle
@@ -805,7 +872,8 @@ def nucleus(logits, top_p: float) -> dict:
              ("top-p-not-probabilities", _keep(z, top_p)),
              ("top-p-not-probabilities", _keep(z.exp(), top_p)),
              ("top-p-whole-batch", _keep(flat, top_p).reshape(z.shape)),
-             ("top-p-mask-order", _keep(p, top_p, unsorted=False))]
+             ("top-p-mask-order", _keep(p, top_p, back="none")),
+             ("top-p-gather-not-scatter", _keep(p, top_p, back="gather"))]
     gap = (ranked.cumsum(-1) - top_p).abs().min().item() if top_p < 1 else 1.0
     lead = shape[:-1]
     return {"must": must.reshape(shape), "may": tied.reshape(shape), "need": (n_keep - must.sum(-1)).reshape(lead),
@@ -863,19 +931,33 @@ def _which(kept: torch.Tensor, truth: dict) -> str:
             f"核是 token {nucleus_tokens}")
 
 
-def _judge(kept: torch.Tensor, logits, top_p: float, what: str) -> None:
-    """kept (..., V) is a nucleus of every row (ties at the boundary either way), else the diagnosis."""
-    truth = nucleus(logits, top_p)
+def _is_nucleus(kept: torch.Tensor, truth: dict) -> bool:
+    """kept (..., V) is a nucleus of every row (ties at the boundary either way)."""
     must, may, need = truth["must"], truth["may"], truth["need"]
-    if (kept >= must).all() and (kept <= must | may).all() and ((kept & may).sum(-1) >= need).all():
+    return bool((kept >= must).all() and (kept <= must | may).all() and ((kept & may).sum(-1) >= need).all())
+
+
+def _judge(kept: torch.Tensor, logits, top_p: float, what: str, others=()) -> None:
+    """kept (..., V) is a nucleus of every row, else the diagnosis. A mask is a few bits, which another mistake
+    can give by accident: a misconception is named only if it also gives what was kept in ``others``, the
+    other cases' (kept, logits, top_p), wherever it keeps a set that is not a nucleus."""
+    truth = nucleus(logits, top_p)
+    if _is_nucleus(kept, truth):
         return
     found = _which(kept, truth)
     if top_p >= 1:
         raise CheckError("top-p-one-drops", f"{what}：{found}（top_p = 1.0 全部保留）。")
     for code, mask in truth["wrong"]:
-        if torch.equal(kept, mask):
+        if torch.equal(kept, mask) and all(_agrees(code, *other) for other in others):
             raise CheckError(code, f"{what}：{found}，留下的正是下面这个误区选出的那些。")
     raise CheckError("wrong", f"{what}：{found}（核：从最可能的开始累加概率，第一次达到 top_p 为止）。")
+
+
+def _agrees(code: str, kept: torch.Tensor, logits, top_p: float) -> bool:
+    """On another case, what was kept is what misconception ``code`` keeps (or that misconception keeps a nucleus
+    there, which tells nothing)."""
+    truth = nucleus(logits, top_p)
+    return any(_is_nucleus(mask, truth) or torch.equal(kept, mask) for c, mask in truth["wrong"] if c == code)
 
 
 def _top_p_case(logits, top_p: float, what: str):
@@ -898,10 +980,16 @@ def _wide_logits(seed: int) -> torch.Tensor:
 
 @check("top_p_filter")
 def check_top_p_filter(extended: bool = False, seed: int = 0):
-    yield from _top_p_case(_designed_logits(seed), 0.75, "尖、平、居中三行 logits，top_p=0.75")
+    cases = [(_designed_logits(seed), 0.75, "尖、平、居中三行 logits，top_p=0.75")]
     for i, (lead, V, top_p, scale) in enumerate(TOP_P_CASES):
         logits = _random_logits(lead, V, scale, top_p, seed * 101 + i)
-        yield from _top_p_case(logits, top_p, f"形状 {tuple(logits.shape)} 的随机 logits，top_p={top_p}")
+        cases.append((logits, top_p, f"形状 {tuple(logits.shape)} 的随机 logits，top_p={top_p}"))
+    kept = []
+    for logits, top_p, what in cases:                  # every answer first: a diagnosis is confirmed on the others
+        kept.append((yield from _filtered(logits, top_p, what)))
+    for j, (logits, top_p, what) in enumerate(cases):
+        others = [(kept[o], cases[o][0], cases[o][1]) for o in range(len(cases)) if o != j]
+        _judge(kept[j], logits, top_p, what, others)
     yield from _top_p_case(_tied_logits(), 0.6, "边界上有并列的 logits，top_p=0.6（并列的那几个留下谁都可以）")
     yield from _top_p_case(_wide_logits(seed), 1.0, "含极小概率的 logits，top_p=1.0")
     for i, (lead, V, top_p, scale) in enumerate(TOP_P_DIMS_CASES):

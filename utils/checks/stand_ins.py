@@ -36,3 +36,26 @@ class ScriptedCache:
 
 
 SCRIPTED_CACHE = f"{__name__}:ScriptedCache"
+
+
+class ScriptedLatentCache:
+    """A stand-in for the cache of 13's MultiHeadLatentAttention, built from the latents and rotated shared keys
+    the check sends ([B, T, d_latent] and [B, T, d_rope]): update(c, k_rope) records what it was given and hands
+    back the check's latents and keys of every position put in so far; len() counts those positions. It judges
+    nothing: the check reads ``received`` back."""
+
+    def __init__(self, latents: torch.Tensor, rope_keys: torch.Tensor):
+        self.latents, self.rope_keys = latents, rope_keys
+        self.received: list[tuple] = []
+
+    def __len__(self) -> int:
+        return sum(c.size(1) for c, _ in self.received if isinstance(c, torch.Tensor) and c.dim() == 3)
+
+    def update(self, c, k_rope):
+        self.received.append(tuple(t.detach().clone() if isinstance(t, torch.Tensor) else t for t in (c, k_rope)))
+        end = len(self)
+        dtype = c.dtype if isinstance(c, torch.Tensor) else self.latents.dtype
+        return self.latents[:, :end].to(dtype), self.rope_keys[:, :end].to(dtype)   # (B, S, d_latent), (B, S, d_rope)
+
+
+SCRIPTED_LATENT_CACHE = f"{__name__}:ScriptedLatentCache"

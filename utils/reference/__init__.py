@@ -18,13 +18,17 @@ from .s10_decoder_only_model import (DecoderLM, count_parameters, generate, top_
 from .s11_real_models_and_training import (quiz_read_config, quiz_misconceptions)
 from .s12_what_heads_learn import (previous_token_score, induction_score, head_ablation_losses,
     quiz_induction_heads)
+from .s13_long_context_attention import (sliding_window_mask, RollingKVCache, MultiHeadLatentAttention,
+    latent_queries, mla_cache_bytes, quiz_long_context)
 
 __all__ = ['Block', 'CausalSelfAttention', 'DecoderLM', 'FeedForward', 'GroupedQueryAttention', 'Head',
-    'KVCache', 'MultiHeadAttention', 'RMSNorm', 'SwiGLU', 'apply_rope', 'apply_rope_interleaved', 'attention',
-    'attention_flops', 'attention_scores', 'attention_weights_bytes', 'causal_mask', 'combine_masks',
-    'copy_heads_into', 'count_parameters', 'dot_product_variance', 'generate', 'head_ablation_losses',
-    'induction_score', 'is_causal', 'kv_cache_bytes', 'layer_norm', 'masked_softmax', 'merge_heads',
+    'KVCache', 'MultiHeadAttention', 'MultiHeadLatentAttention', 'RMSNorm', 'RollingKVCache', 'SwiGLU',
+    'apply_rope', 'apply_rope_interleaved', 'attention', 'attention_flops', 'attention_scores',
+    'attention_weights_bytes', 'causal_mask', 'combine_masks', 'copy_heads_into', 'count_parameters',
+    'dot_product_variance', 'generate', 'head_ablation_losses', 'induction_score', 'is_causal',
+    'kv_cache_bytes', 'latent_queries', 'layer_norm', 'masked_softmax', 'merge_heads', 'mla_cache_bytes',
     'padding_mask', 'previous_token_score', 'project_qkv', 'quiz_attention_memory', 'quiz_complexity',
-    'quiz_ffn_share', 'quiz_head_width', 'quiz_induction_heads', 'quiz_kv_cache', 'quiz_misconceptions',
-    'quiz_read_config', 'quiz_rope', 'repeat_kv', 'rope_angles', 'scaled_attention_scores', 'softmax',
-    'softmax_jacobian', 'split_heads', 'tensor_shape_quiz', 'tiled_attention', 'top_p_filter']
+    'quiz_ffn_share', 'quiz_head_width', 'quiz_induction_heads', 'quiz_kv_cache', 'quiz_long_context',
+    'quiz_misconceptions', 'quiz_read_config', 'quiz_rope', 'repeat_kv', 'rope_angles',
+    'scaled_attention_scores', 'sliding_window_mask', 'softmax', 'softmax_jacobian', 'split_heads',
+    'tensor_shape_quiz', 'tiled_attention', 'top_p_filter']

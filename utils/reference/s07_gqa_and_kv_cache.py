@@ -22,8 +22,8 @@ def repeat_kv(x, n_rep):
 class KVCache:
     """The keys and values of the positions seen so far, for one attention layer.
 
-    update(k, v): k, v (B, Hkv, T_new, Dh) are appended along the sequence dim (dim 2); returns
-    all cached (k, v), each (B, Hkv, S, Dh), where S = len(cache).
+    update(k, v): k, v (B, Hkv, T_new, Dh), the new positions, are kept after those already cached;
+    returns every position cached so far, (k, v). len(cache): how many positions are cached.
     """
 
     def __init__(self):
