@@ -1,10 +1,11 @@
 """The one nbgrader configuration, shared by nbgrader_config.py and the tests."""
 from __future__ import annotations
 
+from utils.notebook import TEXT_STUB
+
 SOURCE_DIR = "solutions"
 RELEASE_DIR = "notebooks"
 CODE_STUB = "# 请在这里写你的代码（删掉下面这行）\nraise NotImplementedError(\"尚未实现\")"
-TEXT_STUB = "请在这里写下你的回答。"
 
 
 def configure(c, course_root: str | None = None) -> None:

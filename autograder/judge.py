@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import ast
 import contextlib
+import dataclasses
 import secrets
 import traceback
 from collections.abc import Callable
@@ -25,6 +26,7 @@ from queue import Empty
 from time import monotonic
 from uuid import uuid4
 
+from jupyter_client.session import msg_header
 from jupyter_core.utils import ensure_async, run_sync
 from nbclient.exceptions import CellTimeoutError, DeadKernelError
 from nbformat import NotebookNode
@@ -35,11 +37,17 @@ from utils.checks import agent, core, protocol
 from utils.checks.core import CheckError, Driver, pass_line
 from utils.checks.protocol import Failure, Observed
 
+from .kernel_channel import KernelLied
+from .source_calls import called_by
+
 Ask = Callable[[str], str]   # one protocol message to the kernel -> its answer (protocol text)
 AGENT = "__import__('utils.checks.agent', fromlist=['listen'])"
 # A check's fresh seed is drawn below this: a million, more than a kernel can tell apart in advance, and
 # small enough that a check adding its seed to float32 data (values that name their place) stays exact.
 SEEDS = 1_000_000
+# The longest source of the learner's code a check reads: a method is a few hundred characters, and a crash
+# hint's regex can take time quadratic in a line's length (a line of 1.2 MB took minutes).
+MAX_SOURCE = 20_000
 
 
 @dataclass(frozen=True)
@@ -73,11 +81,13 @@ def check_calls(source: str) -> list[CheckCall] | None:
 class KernelDriver(Driver):
     """Answers a check's calls through the student's kernel (``ask``), reading each answer as
     untrusted data: what does not decode, or is not the kind of answer the call has, is a failure of
-    the student's code."""
+    the student's code. A source longer than MAX_SOURCE is not read (a check's regexes run on it). The
+    torch functions a watched call is reported to have called include ``called``: what the submitted
+    source of the graded name calls (autograder/source_calls.py), whatever the kernel says."""
 
-    def __init__(self, name: str, ask: Ask):
+    def __init__(self, name: str, ask: Ask, called: tuple[str, ...] = ()):
         super().__init__(name)
-        self.ask, self.begun = ask, False
+        self.ask, self.begun, self.called = ask, False, called
 
     def answer(self, op):
         message = protocol.encode({"name": self.name, "op": op, "begin": not self.begun})
@@ -88,6 +98,10 @@ class KernelDriver(Driver):
             return Failure("crashed", f"评分端读不懂内核的回答（{err}）", error="ProtocolError")
         if not _fits(op, reply):
             return Failure("crashed", f"内核对 {type(op).__name__} 的回答不是它该有的样子", error="ProtocolError")
+        if isinstance(op, protocol.Source) and isinstance(reply, str) and len(reply) > MAX_SOURCE:
+            return None   # as a source that cannot be found
+        if isinstance(reply, Observed) and op.watch.torch_calls:
+            return dataclasses.replace(reply, torch_calls=(*reply.torch_calls, *self.called))
         return reply
 
 
@@ -123,23 +137,24 @@ class Judge(LoggingConfigurable):
     seed = Integer(0, help="The seed of every check (0: a fresh random one for each test cell, from 1 to "
                            "SEEDS - 1, logged). Set it to re-grade exactly as before.").tag(config=True)
 
-    def judges(self, cell) -> bool:
+    def decides(self, cell) -> bool:
         """Whether this test cell is one the judge decides (else the kernel runs it)."""
-        if check_calls(cell.source) is None:
-            self.log.warning("test cell %s is not of the form check_<name>(<name>, …): the kernel runs it and its "
-                             "verdict is the kernel's", cell.metadata.get("nbgrader", {}).get("grade_id"))
-            return False
-        return True
+        return check_calls(cell.source) is not None
 
-    def outputs(self, cell, ask: Ask) -> list[NotebookNode]:
-        """The test cell's outputs as the judge decides them."""
+    def warn_left_to_kernel(self, cell) -> None:
+        """Log that a test cell the judge does not decide is run, and its verdict given, by the kernel."""
+        self.log.warning("test cell %s is not of the form check_<name>(<name>, …): the kernel runs it and its "
+                         "verdict is the kernel's", cell.metadata.get("nbgrader", {}).get("grade_id"))
+
+    def outputs(self, cell, ask: Ask, sources: list[str]) -> list[NotebookNode]:
+        """The test cell's outputs as the judge decides them (``sources``: the submission's code cells)."""
         lines = []
         for call in check_calls(cell.source):
             seed = self.seed or secrets.randbelow(SEEDS - 1) + 1
             counted = _Counted(ask)
             start = monotonic()
             try:
-                judged_later = self._run(call, seed, counted)
+                judged_later = self._run(call, seed, counted, called_by(sources, call.exercise))
             except CheckError as err:
                 self._log(call, seed, counted, start, f"[{err.code}]")
                 return [_stdout(lines), _error(err, call.exercise)] if lines else [_error(err, call.exercise)]
@@ -154,12 +169,12 @@ class Judge(LoggingConfigurable):
         self.log.info("check_%s (extended=%s, seed %d): %s; %d calls to the kernel, %.2f s", call.exercise,
                       call.extended, seed, verdict, counted.calls, monotonic() - start)
 
-    def _run(self, call: CheckCall, seed: int, ask: Ask):
+    def _run(self, call: CheckCall, seed: int, ask: Ask, called: tuple[str, ...]):
         definition = getattr(__import__("utils.checks", fromlist=["x"]), f"check_{call.exercise}").definition
         try:
             with agent.one_thread():
-                return KernelDriver(call.exercise, ask).run(definition, call.extended, seed)
-        except (CheckError, CellTimeoutError, DeadKernelError):   # a verdict; the kernel hung or died (the executor's)
+                return KernelDriver(call.exercise, ask, called).run(definition, call.extended, seed)
+        except (CheckError, CellTimeoutError, DeadKernelError, KernelLied):   # a verdict; the executor's to handle
             raise
         except Exception as err:   # a check that could not read what the kernel answered
             self.log.warning("check_%s failed on the kernel's answers: %s", call.exercise, traceback.format_exc())
@@ -183,13 +198,15 @@ def _error(err: CheckError, exercise: str) -> NotebookNode:
 def kernel_ask(client, cell, timeout: float) -> Ask:
     """Ask through ``client`` (nbclient's NotebookClient running the notebook) for one test cell: the first
     message tells the agent to listen and opens a comm to it (utils/checks/agent.py's ``listen``), each
-    message goes as one comm message. The whole cell has ``timeout`` seconds; past it the kernel is
+    message goes as one comm message. The whole cell has ``timeout`` seconds, the grading side's own work on
+    the answers included (the deadline is checked before each question too); past it the kernel is
     interrupted and CellTimeoutError raised (the executor then tries the cell once more in a fresh kernel,
     as for any cell)."""
     deadline, comm_id, opened = monotonic() + timeout, uuid4().hex, False
 
     def ask(message: str) -> str:
         nonlocal opened
+        run_sync(_in_time)(client, cell, deadline, timeout)
         if not opened:
             run_sync(_open)(client, cell, comm_id, deadline, timeout)
             opened = True
@@ -197,11 +214,19 @@ def kernel_ask(client, cell, timeout: float) -> Ask:
     return ask
 
 
+def _request(client, msg_type: str, content: dict) -> dict:
+    """A message to the kernel whose id the kernel cannot predict (jupyter_client's count up from the
+    session's), so that only an answer sent after it can name it as its parent."""
+    session = client.kc.session
+    return session.msg(msg_type, content, header=msg_header(secrets.token_hex(16), msg_type, session.username,
+                                                           session.session))
+
+
 async def _open(client, cell, comm_id: str, deadline: float, timeout: float) -> None:
     """Have the agent listen (one short execute request), then open the comm to it."""
     content = {"code": f"{AGENT}.listen()", "silent": True, "store_history": False, "allow_stdin": False,
                "stop_on_error": False}
-    request = client.kc.session.msg("execute_request", content)
+    request = _request(client, "execute_request", content)
     client.kc.shell_channel.send(request)
     while True:
         reply = await _next(client.kc.shell_channel, client, cell, deadline, timeout)
@@ -209,14 +234,14 @@ async def _open(client, cell, comm_id: str, deadline: float, timeout: float) -> 
             break
     if reply["content"].get("status") != "ok":
         raise protocol.ProtocolError("the kernel's agent does not listen")
-    client.kc.shell_channel.send(client.kc.session.msg("comm_open", {"comm_id": comm_id, "target_name": agent.TARGET,
-                                                                     "data": {}}))
+    client.kc.shell_channel.send(_request(client, "comm_open", {"comm_id": comm_id, "target_name": agent.TARGET,
+                                                                "data": {}}))
 
 
 async def _ask(client, cell, comm_id: str, message: str, deadline: float, timeout: float) -> str:
-    """One comm message to the agent, and its answer: the comm message the kernel sends back while it handles
-    ours (the kernel going idle first means there is none: ProtocolError)."""
-    request = client.kc.session.msg("comm_msg", {"comm_id": comm_id, "data": {"message": message}})
+    """One comm message to the agent, and its answer: the first comm message the kernel sends back while it
+    handles ours (the kernel going idle first means there is none: ProtocolError)."""
+    request = _request(client, "comm_msg", {"comm_id": comm_id, "data": {"message": message}})
     client.kc.shell_channel.send(request)
     while True:
         reply = await _next(client.kc.iopub_channel, client, cell, deadline, timeout)
@@ -228,16 +253,20 @@ async def _ask(client, cell, comm_id: str, message: str, deadline: float, timeou
             raise protocol.ProtocolError("the kernel did not answer the call")
 
 
+async def _in_time(client, cell, deadline: float, timeout: float) -> None:
+    """CellTimeoutError, the kernel interrupted, once the deadline has passed."""
+    if monotonic() >= deadline:
+        await ensure_async(client.km.interrupt_kernel())
+        raise CellTimeoutError.error_from_timeout_and_cell("the judge's calls timed out", timeout, cell)
+
+
 async def _next(channel, client, cell, deadline: float, timeout: float) -> dict:
     """The next message on ``channel`` before the deadline (then the kernel is interrupted, and
     CellTimeoutError); DeadKernelError if the kernel has died meanwhile."""
     while True:
-        left = deadline - monotonic()
-        if left <= 0:
-            await ensure_async(client.km.interrupt_kernel())
-            raise CellTimeoutError.error_from_timeout_and_cell("the judge's calls timed out", timeout, cell)
+        await _in_time(client, cell, deadline, timeout)
         try:
-            return await ensure_async(channel.get_msg(timeout=min(left, 1.0)))
+            return await ensure_async(channel.get_msg(timeout=min(deadline - monotonic(), 1.0)))
         except Empty:
             if not await ensure_async(client.kc.is_alive()):
                 raise DeadKernelError("Kernel died") from None

@@ -28,9 +28,11 @@ from nbgrader.utils import is_grade, is_solution
 from traitlets import Bool, Enum, Int, Unicode, default
 
 from utils import GRADING_BACKEND
+from utils.checks.errors import CheckError
 
 from . import edition
 from .judge import Judge, kernel_ask
+from .kernel_channel import KernelLied
 from .kernel_pool import copy_file, opened_folder
 from .provisioner import sandboxed
 
@@ -38,8 +40,9 @@ TIMEOUT_ENAME = "CellTimeoutError"
 
 
 def error_output(ename: str, code: str, message: str) -> NotebookNode:
-    return NotebookNode(output_type="error", ename=ename, evalue=f"[{code}] {message}",
-                        traceback=[f"\x1b[31m✗ [{code}] {message}\x1b[0m"])
+    """An error output as a check's is written: ``[code] message``, rendered with the code's first hint."""
+    err = CheckError(code, message)
+    return NotebookNode(output_type="error", ename=ename, evalue=err.args[0], traceback=err._render_traceback_())
 
 
 class DeduplicateGradeIds(DeduplicateIds):
@@ -58,8 +61,9 @@ def is_test_cell(cell) -> bool:
     return cell.cell_type == "code" and is_grade(cell) and not is_solution(cell)
 
 
-class _KernelLost(Exception):
-    """Ends a pass over the notebook: go on in a fresh kernel from cell ``resume``."""
+class _FreshKernel(Exception):
+    """Ends a pass over the notebook: go on in a fresh kernel from cell ``resume`` (the kernel was lost, or a
+    cell timed out once and is tried again)."""
 
     def __init__(self, resume: int):
         super().__init__(resume)
@@ -131,7 +135,7 @@ class ResilientExecute(Execute):
         while True:
             try:
                 return super().preprocess(nb, resources, km)
-            except _KernelLost as lost:
+            except _FreshKernel as lost:
                 if lost.resume == len(nb.cells):  # the last cell lost the kernel: nothing is left to run
                     return nb, self.resources
                 self._resume = lost.resume
@@ -155,21 +159,33 @@ class ResilientExecute(Execute):
         if index < self._resume:
             if index not in self._lost and cell.cell_type == "code" and not is_grade(cell):
                 self.execute_cell(copy.deepcopy(cell), index, store_history=False)
+                self.nb.cells[index] = cell            # nbclient stores the copy it ran: keep what was recorded
+                self.clear_display_id_mapping(index)   # and let no later display update reach it
             return cell, resources
         try:
-            if self.judge_tests and is_test_cell(cell) and self.judge.judges(cell):
-                cell.outputs = self.judge.outputs(cell, kernel_ask(self, cell, self.timeout))
+            judged = self.judge_tests and is_test_cell(cell)
+            if judged and self.judge.decides(cell):
+                cell.outputs = self.judge.outputs(cell, kernel_ask(self, cell, self.timeout), self._sources())
             else:
+                if judged:
+                    self.judge.warn_left_to_kernel(cell)
                 cell, resources = super().preprocess_cell(cell, resources, index)
         except DeadKernelError:
             self._lose(cell, index, "kernel-died",
                        "这个单元格让 Python 内核退出了（例如 exit()、os._exit() 或内存耗尽）；"
                        "评分换了一个新内核，从下一个单元格继续。")
+        except KernelLied as lie:
+            self._lose(cell, index, "kernel-lied", f"这个单元格运行时，内核发来了诚实的内核不会发的消息：{lie}。"
+                                                   "这个单元格不计分；评分换了一个新内核，从下一个单元格继续。")
         except CellTimeoutError:  # interrupted after the timeout, and still busy a few seconds later
             self._timed_out_once(cell, index)
         if any(o.get("ename") == TIMEOUT_ENAME for o in cell.get("outputs", [])):
             self._timed_out_once(cell, index)
         return cell, resources
+
+    def _sources(self) -> list[str]:
+        """The code the submission runs: its code cells but the test cells (for the judge's rules)."""
+        return [cell.source for cell in self.nb.cells if cell.cell_type == "code" and not is_test_cell(cell)]
 
     def _timed_out_once(self, cell, index: int) -> None:
         """A cell that timed out runs once more in a fresh kernel before it is given up: now and
@@ -177,7 +193,7 @@ class ResilientExecute(Execute):
         if index not in self._timed_out:
             self._timed_out.add(index)
             self.log.warning("cell %d timed out: trying it once more in a fresh kernel", index)
-            raise _KernelLost(index)
+            raise _FreshKernel(index)
         self._lose(cell, index, "timeout", f"这个单元格两次运行都超过 {self.timeout} 秒（可能是死循环），已被中断；"
                                            "评分换了一个新内核，从下一个单元格继续。")
 
@@ -186,7 +202,7 @@ class ResilientExecute(Execute):
         self._lost.add(index)
         cell.outputs = [o for o in cell.get("outputs", []) if o.get("ename") != TIMEOUT_ENAME]
         cell.outputs.append(error_output("GradingError", code, message))
-        raise _KernelLost(index + 1)
+        raise _FreshKernel(index + 1)
 
 
 def tidy(folder: str) -> list[str]:

@@ -32,7 +32,7 @@ from jupyter_client.kernelspec import KernelSpecManager
 from jupyter_client.provisioning import LocalProvisioner
 from traitlets import Bool, Dict, Unicode
 
-from . import kernel_pool, sandbox
+from . import kernel_channel, kernel_pool, sandbox
 from .kernel_pool import ZygoteHandle, ZygoteLost, forkable
 from .limits import GradingLimits
 from .sandbox import Layout
@@ -137,9 +137,10 @@ class GradingKernelSpecs(KernelSpecManager):
 def sandboxed(km, **provisioner_config):
     """Kernel manager ``km``, configured to start grading kernels: their specs from
     :class:`GradingKernelSpecs` (``provisioner_config``: SandboxProvisioner's traits), their
-    clients :class:`ReadyKernelClient`."""
+    clients :class:`ReadyKernelClient`, what they send bounded (autograder/kernel_channel.py)."""
     km.kernel_spec_manager = GradingKernelSpecs(parent=km, provisioner_config=provisioner_config)
     km.client_factory = ReadyKernelClient
+    km.session = kernel_channel.BoundedSession(parent=km)
     return km
 
 
@@ -154,7 +155,13 @@ class ReadyKernelClient(AsyncKernelClient):
     stops where that drain starts: the kernel has answered ``kernel_info`` on the shell channel and
     IOPub has delivered a message. The status messages left on IOPub are harmless: nbclient keeps
     only the messages whose parent is the request it is waiting for.
+
+    Its sockets refuse a message part larger than kernel_channel.MAX_FRAME.
     """
+
+    def __init__(self, **kwargs):
+        super().__init__(**kwargs)
+        kernel_channel.bound(self.context)
 
     async def wait_for_ready(self, timeout: float | None = None) -> None:
         deadline = time.monotonic() + (float("inf") if timeout is None else timeout)

@@ -17,13 +17,17 @@ import pytest
 
 from autograder import grade
 
+from autograder.notebook_format import points
+
 from .bugbank import all_variants
 from .bugbank.s03 import head
+from .conftest import load_notebook
 from .nbgrader_course import Course, slim, with_solution
 
 SECTION = "03_single_head_attention"
 ATTENTION = ("test_attention", "test_attention_hidden")
 HEAD = ("test_Head", "test_Head_hidden")
+FULL = points(load_notebook("solutions", SECTION))   # grade id -> its points
 RIGHT = {v.exercise: v.source for v in all_variants() if v.expected is None and v.exercise in ("attention", "Head")}
 
 ZERO_HEAD = head(body="return torch.zeros(B, T, self.key.out_features)")   # a Head whose output is all zeros
@@ -45,7 +49,8 @@ def check_Head(*args, **kwargs):
     print("✓ Head 通过全部检查")
 get_ipython().set_custom_exc((Exception,), lambda *args, **kwargs: None)
 ''',
-    # the judge's channel answered with made-up data: every call answers zeros of the input's shape
+    # the judge's channel answered with made-up data, not what the Head returns (zeros): every call on a tensor
+    # answers the input's first columns, as many as the Head's output has
     "channel-forged": '''
 import torch as _torch
 from utils.checks import agent as _agent, protocol as _protocol
@@ -53,9 +58,10 @@ _real_serve = _agent.serve
 def _lying_serve(message):
     request = _protocol.decode(message)
     _real_serve(message)
-    op = request["op"]
-    if isinstance(op, _protocol.Call) and op.args and isinstance(op.args[0], _torch.Tensor):
-        _agent.REPLY = _protocol.encode(_torch.zeros(*op.args[0].shape[:-1], 4))
+    op, real = request["op"], _protocol.decode(_agent.REPLY)
+    if isinstance(op, _protocol.Call) and op.args and isinstance(op.args[0], _torch.Tensor) \\
+            and isinstance(real, _torch.Tensor) and real.dim() == op.args[0].dim():
+        _agent.REPLY = _protocol.encode(op.args[0][..., :real.size(-1)].clone())
 _agent.serve = _lying_serve
 ''',
 }
@@ -108,7 +114,8 @@ def graded(tmp_path, entry: str, judge: bool) -> tuple[dict, dict]:
 
 
 def full(scores: dict, cells: tuple[str, ...]) -> bool:
-    return all(scores[cell] > 0 for cell in cells)
+    """Full marks on each of ``cells``."""
+    return all(scores[cell] == FULL[cell] for cell in cells)
 
 
 @pytest.mark.slow

@@ -11,6 +11,7 @@ autograder/preprocessors.py), which keeps a marker file in the folder to know it
 """
 from __future__ import annotations
 
+import json
 import os
 import stat
 import subprocess
@@ -29,6 +30,7 @@ SECTION = "00_start_here"
 EXERCISE = "tensor_shape_quiz"
 DECOY_TEXT = "a file of the course that no submission may touch"
 SOLUTION_MARK = "BEGIN SOLUTION"   # only the source notebook has it
+ATTACK_RAN = "the attack ran to its end"
 
 
 def two_kernels(first: str, then: str) -> str:
@@ -41,7 +43,12 @@ def two_kernels(first: str, then: str) -> str:
 
 
 def attacks(course: Path) -> dict[str, str]:
-    """student -> the code of their solution cell. Each aims at its own decoy under ``decoys/``."""
+    """student -> the code of their solution cell. Each aims at its own decoy under ``decoys/``, and says
+    ATTACK_RAN once it is done (in the second kernel, for those that need two)."""
+    return {student: code + f"\nprint({ATTACK_RAN!r})\n" for student, code in _attacks(course).items()}
+
+
+def _attacks(course: Path) -> dict[str, str]:
     decoys = course / "decoys"
     solution = course / "solutions" / SECTION / f"{SECTION}.ipynb"
     return {
@@ -95,6 +102,15 @@ def outside(course: Path) -> dict[str, object]:
             found[str(path.relative_to(course))] = (f"-> {os.readlink(path)}" if path.is_symlink()
                                                    else None if path.is_dir() else path.read_bytes())
     return found
+
+
+def printed(course: Course, student: str) -> str:
+    """What the cells of the student's autograded notebook printed ("" if there is none)."""
+    path = course.root / "autograded" / student / SECTION / f"{SECTION}.ipynb"
+    if not path.is_file() or path.is_symlink():
+        return ""
+    cells = json.loads(path.read_text(encoding="utf-8"))["cells"]
+    return "".join("".join(out.get("text", "")) for cell in cells for out in cell.get("outputs", []))
 
 
 def not_regular(folder: Path) -> list[str]:
@@ -154,6 +170,7 @@ def test_links_planted_by_a_submission_reach_nothing_outside_it(run, config, tmp
         "left in feedback/": not_regular(feedback),
         "a decoy or the source notebook in feedback/": leaks(feedback),
         "no feedback": [s for s in attacks(course.root) if not (feedback / s / SECTION / f"{SECTION}.html").exists()],
+        "attacks that did not run": [s for s in attacks(course.root) if ATTACK_RAN not in printed(course, s)],
     }
     problems += [f"{what}: {items}" for what, items in found.items() if items]
     assert not problems, "\n".join(problems)

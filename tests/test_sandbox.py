@@ -51,6 +51,8 @@ def probe(paths: dict[str, str]) -> str:
             "print('GRADED AS', os.environ.get('NBGRADER_EXECUTION'))\n")
 
 
+# What the reader's probe must be refused, each a file that exists on the host (its name as the probe prints it)
+HIDDEN_FROM_KERNELS = ("source notebook", "source, relative", "gradebook", "other students", "instructor home")
 # In the command line of the detached process: the test finds it by that, in the sandbox and on the host.
 DETACHED = token_hex(8)
 
@@ -123,11 +125,13 @@ def planted_connection_file():
 def parallel_run(course, planted_connection_file, monkeypatch_module):
     """The attacks graded by ``python -m autograder.grade --jobs 2``."""
     root, release = course.root, course.release_notebook(SECTION)
+    home = Path.home() / f".attention-course-test-{DETACHED}"   # a file of the grader's home, planted here
+    home.write_text("the grader's own file", encoding="utf-8")
     secrets = {"source notebook": str(root / "solutions" / SECTION / f"{SECTION}.ipynb"),
                "source, relative": f"../../../solutions/{SECTION}/{SECTION}.ipynb",
                "gradebook": str(root / "gradebook.db"),
                "other students": str(root / "submitted" / "*" / SECTION / f"{SECTION}.ipynb"),
-               "instructor home": os.path.expanduser("~/.bash_history"),
+               "instructor home": str(home),
                "other kernels": str(Path(planted_connection_file).parent / "*.json")}
     submissions = {"reader": notebook(release, before=probe(secrets)),
                    "detacher": notebook(release, project=detach(root)),
@@ -137,6 +141,7 @@ def parallel_run(course, planted_connection_file, monkeypatch_module):
         course.submit(student, SECTION, nb)
     monkeypatch_module.chdir(root)
     yield grade.main([SECTION, "--jobs", "2"])
+    home.unlink()
     for pid in running(DETACHED):   # where a test below failed
         os.kill(pid, signal.SIGKILL)
 
@@ -177,7 +182,8 @@ def test_parallel_grading_of_the_attacks_completes(parallel_run):
 def test_source_gradebook_other_students_home_and_other_kernels_are_invisible(course, parallel_run):
     assert parallel_run == 0
     out = outputs(course, "reader")
-    assert out.count("DENIED") == 5 and "BEGIN HIDDEN TESTS" not in out
+    denied = [what for what in HIDDEN_FROM_KERNELS if f"DENIED {what} " in out]
+    assert denied == list(HIDDEN_FROM_KERNELS) and out.count("DENIED") == 5 and "BEGIN HIDDEN TESTS" not in out, out
     assert out.count("READ") == 1 and "READ other kernels" in out, "its own connection file, and no other"
     assert "another-kernels-secret-key" not in out
     listed = out[out.index("LISTED"):].split("\\n")[0]  # the line (outputs are JSON text: newlines escaped)

@@ -30,6 +30,7 @@ from pathlib import Path
 import nbformat
 from nbclient import NotebookClient
 
+from utils.checks.codes import parse_failure
 from utils.checks.core import FAIL_MARK, PASS_MARK
 from utils.notebook import TEXT_STUB, cell_kind
 from utils.working_copy import RELEASE, work_folder
@@ -39,7 +40,6 @@ ROOT = Path(__file__).resolve().parents[1]
 # waited for), and an import (torch takes a while on a busy machine).
 EXERCISE_TIMEOUT, IMPORT_TIMEOUT = 30, 120
 SECTION_FOLDER = re.compile(r"\d\d_\w+")
-_CODE = re.compile(r"\[([\w-]+)\] ?(.*)")  # a CheckError: "[code] finding\n  可能的误区：…"
 
 PASSED, FAILED, NOT_STARTED = "passed", "failed", "not-started"
 MARKS = {PASSED: PASS_MARK, FAILED: FAIL_MARK, NOT_STARTED: "○"}
@@ -156,8 +156,8 @@ def judge(exercise: Exercise, solution, check) -> None:
     defining, checking = _error(solution), _error(check)
     if checking is None and PASS_MARK in _stdout(check):
         exercise.status = PASSED
-    elif checking is not None and (coded := _CODE.match(checking["evalue"])):
-        code, finding = coded.groups()
+    elif checking is not None and (coded := parse_failure(checking["evalue"])):
+        code, finding = coded
         if code == "not-implemented":
             exercise.status = NOT_STARTED
         else:

@@ -12,7 +12,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-CODE_LINE = re.compile(r"^\[([A-Za-z0-9_-]+)\] ")
+CODE_LINE = re.compile(r"^\[([A-Za-z0-9_-]+)\] (.*)")   # a failure's first line: "[code] finding"
 
 
 @dataclass(frozen=True)
@@ -52,6 +52,10 @@ CODES: dict[str, tuple[str, ...]] = {
                     "提交前不要调用 exit/sys.exit/os._exit；用“重启内核并运行全部单元格”确认 notebook 能从头跑到尾。",
                     "00 节 §3「在班级里：用 nbgrader 获取、验证与提交」：提交前从头运行一遍。",
                     "找到反馈里标出的那个单元格，看它是否调用了退出函数，或者造了一个极大的张量。"),
+    "kernel-lied": ("某个单元格运行时，内核发来了诚实的内核不会发的消息（签名不对、重放、格式不对或超出大小限制）。",
+                    "不要让代码伪造或改动内核与评分端之间的消息；正常写的代码不会碰到这一条。",
+                    "00 节 §3「在班级里：用 nbgrader 获取、验证与提交」：评分时每个单元格的输出由评分端记录。",
+                    "找到反馈里标出的那个单元格，删掉其中直接收发内核消息的代码（session.send、comm、zmq），再从头运行一遍。"),
     "timeout": ("某个单元格运行时间过长（可能是死循环），评分时被中断。", "检查循环的结束条件；评分时每个单元格都有时间上限。",
                 "00 节 §3「在班级里：用 nbgrader 获取、验证与提交」：提交前从头运行一遍，每个单元格应在几秒内跑完。",
                 "在循环里打印计数器，看它是否一直不停；或者先用很小的输入运行一次，量一量时间。"),
@@ -1335,8 +1339,14 @@ def failure_lines(code: str, finding: str, misconception: str, hints: list[str],
 
 def parse_code(text: str) -> str | None:
     """The code a failure line starts with (``[code] …``), or None."""
+    parsed = parse_failure(text)
+    return parsed[0] if parsed else None
+
+
+def parse_failure(text: str) -> tuple[str, str] | None:
+    """The code and the finding's first line of a failure (``[code] finding``), or None."""
     match = CODE_LINE.match(text or "")
-    return match.group(1) if match else None
+    return (match.group(1), match.group(2)) if match else None
 
 
 def markdown_table() -> str:

@@ -10,7 +10,7 @@ import torch
 import torch.nn as nn
 
 from .compare import joined
-from .core import CheckError
+from .errors import CheckError
 from .keys import recipe
 from .protocol import Call, Handle, Layout, Load
 

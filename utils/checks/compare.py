@@ -10,7 +10,7 @@ from collections.abc import Sequence
 
 import torch
 
-from .core import CheckError
+from .errors import CheckError
 from .keys import recipe
 from .protocol import CANDIDATE, Call, Handle
 

@@ -20,50 +20,14 @@ from collections.abc import Callable
 import torch
 
 from . import agent
-from .codes import describe, failure_lines
+from .errors import FAIL_MARK, PASS_MARK, CheckError  # noqa: F401  (FAIL_MARK: the checks' API)
 from .protocol import Call, Failure, Source
 
-# Marks that every machine draws: DejaVu Sans / Sans Mono have them (✅ / ❌ need a colour-emoji font).
-PASS_MARK, FAIL_MARK = "✓", "✗"
 LAST_HINT = 3                     # hint 1 the idea, 2 where it was taught, 3 a first concrete step
 # Said of a finding about a property that only the kernel running the learner's code can observe (protocol.Watch,
 # Source, a length): in grading the kernel could lie about it, while outputs are compared by the judge itself.
 OBSERVED = "（这一项由运行你代码的内核观察得到）"
 REVEAL = LAST_HINT + 1            # the self-study edition's last step: the reference answer
-_PASSED: dict[str, object] = {}   # name -> the candidate that last passed its check (for the demos)
-
-
-class CheckError(AssertionError):
-    """A failed check: ``[code] finding``, the likely misconception and hints up to ``level``.
-
-    In Jupyter it renders as a few short lines (no traceback wall) via IPython's
-    ``_render_traceback_`` hook; anywhere else ``str(err)`` starts with ``[code]``. ``step``, when a
-    check gives it, is hint 3 computed on the check's own input (a shape, a number); ``where``, hint 2 for
-    this exercise in place of the code's own (an untouched stub: where this exercise was taught)."""
-
-    def __init__(self, code: str, finding: str, step: str = "", error: str = "", where: str = ""):
-        self.code, self.finding, self.step, self.where = code, finding, step, where
-        self.error = error       # for [crashed]: the type of the exception the learner's code raised
-        self.entry = describe(code)
-        self.misconception = self.entry.misconception
-        self.level = 1
-        self.next_call = ""      # how to ask for the next hint, set by the check's wrapper
-        super().__init__(f"[{code}] {finding}")
-
-    def hints(self) -> list[str]:
-        """The hints up to this error's level: the idea, where it was taught, a first step."""
-        ladder = [self.entry.idea, self.where or self.entry.where, self.step or self.entry.step]
-        return [hint for hint in ladder[:self.level] if hint]
-
-    def lines(self) -> list[str]:
-        return failure_lines(self.code, self.finding, self.misconception, self.hints(), self.next_call)
-
-    def __str__(self) -> str:
-        return "\n".join(self.lines())
-
-    def _render_traceback_(self) -> list[str]:
-        first, *rest = self.lines()
-        return [f"\x1b[31m{FAIL_MARK} {first}\x1b[0m", *(f"   {line}" for line in rest)]
 
 
 def _explain_name_error(shell, etype, value, tb, tb_offset=None):
@@ -160,7 +124,7 @@ def check(name: str):
     def decorate(definition: Callable) -> Callable:
         @functools.wraps(definition)
         def in_notebook(candidate, extended: bool = False, seed: int = 0, hint: int = 1):
-            _PASSED.pop(name, None)
+            agent.PASSED.pop(name, None)
             if hint >= REVEAL:
                 return reveal(name)
             from . import oracle
@@ -173,7 +137,7 @@ def check(name: str):
                     judged_later = LocalDriver(name, candidate).run(definition, extended, seed)
             except CheckError as err:
                 raise with_hints(err, name, hint) from None
-            _PASSED[name] = candidate
+            agent.PASSED[name] = candidate
             print(pass_line(name, judged_later, time.perf_counter() - start))
 
         in_notebook.definition = definition
@@ -221,10 +185,6 @@ def reveal(name: str) -> None:
 
 # --- the demos' use of the learner's code ------------------------------------------------------
 
-def mark_passed(name: str, candidate) -> None:
-    _PASSED[name] = candidate
-
-
 def mine_or_reference(name: str, candidate):
     """The learner's implementation if it passed its check, else the course's reference.
 
@@ -232,11 +192,11 @@ def mine_or_reference(name: str, candidate):
     edition holds no reference of an open assignment: there it is a stand-in that, once the demo uses
     it, says in one line that the demo needs the exercise first (utils/learner_solutions.py).
     """
-    if candidate is not None and _PASSED.get(name) is candidate:
+    if candidate is not None and agent.PASSED.get(name) is candidate:
         return candidate
     from .. import reference
     if name in getattr(reference, "_OPEN", ()):
-        from ..learner_solutions import Pending
+        from ..pending import Pending
         return Pending(name, f"这个演示要用到你的 {name}：先让它通过上面的检查，再运行这个单元格"
                              "（班级版课程包里没有还没截止的作业的参考实现）。")
     print(f"（你的 {name} 还没有通过检查，下面的演示暂用课程的参考实现。）")

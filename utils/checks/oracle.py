@@ -31,7 +31,7 @@ from pathlib import Path
 import torch
 
 from .. import edition
-from .core import CheckError
+from .errors import CheckError
 from .keys import fingerprint
 
 FIXTURES = Path(__file__).with_name("fixtures")

@@ -115,6 +115,13 @@ def draw_softmax_font_check(tokens, scores) -> torch.Tensor:
     """Scores of one query over a few tokens and their softmax, with Chinese labels; returns the weights."""
     scores = torch.as_tensor(scores, dtype=torch.float32)  # (T,)
     weights = torch.softmax(scores, dim=-1)                 # (T,)
+    _font_check_figure(tokens, scores, weights)
+    return weights
+
+
+@demo_figure
+def _font_check_figure(tokens, scores: torch.Tensor, weights: torch.Tensor):
+    """The scores (T,) and the weights (T,) side by side."""
     fig, (left, right) = plt.subplots(1, 2, figsize=(9, 3.2))
     low, high = float(scores.min()), float(scores.max())
     bars(left, scores, title="注意力分数（softmax 之前，可正可负）", xlabel="被看的 token",
@@ -129,7 +136,7 @@ def draw_softmax_font_check(tokens, scores) -> torch.Tensor:
     best = int(weights.argmax())
     describe(fig, f"左图是“它”对 {len(tokens)} 个 token 的分数（{_listed(tokens, scores)}），右图是 softmax 之后的权重"
                   f"（{_listed(tokens, weights)}）：分数最高的“{tokens[best]}”拿到最大的权重，权重之和为 1。")
-    return weights
+    return fig
 
 
 def _listed(tokens, values) -> str:

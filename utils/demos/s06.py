@@ -94,9 +94,25 @@ def best_time(fn: Callable[[], object], repeat: int = 3) -> float:
 
 def plot_loglog(Ts: Sequence[int], series: Mapping[str, Sequence[float]], slopes: Mapping[str, float],
                 ylabel: str, title: str, ax=None, reference_slope: float | None = 2.0):
-    """values vs T on log–log axes, one line per series, the fitted slope in the legend."""
+    """values vs T on log–log axes, one line per series, the fitted slope in the legend: into ``ax`` (returned),
+    or a figure of their own (returned)."""
     if ax is None:
-        _, ax = plt.subplots(figsize=(6.2, 4.3))
+        return _loglog_figure(Ts, series, slopes, ylabel, title, reference_slope)
+    describe(ax.figure, _draw_loglog(Ts, series, slopes, ylabel, title, ax, reference_slope))
+    return ax
+
+
+@demo_figure
+def _loglog_figure(Ts: Sequence[int], series: Mapping[str, Sequence[float]], slopes: Mapping[str, float],
+                   ylabel: str, title: str, reference_slope: float | None):
+    fig, ax = plt.subplots(figsize=(6.2, 4.3))
+    describe(fig, _draw_loglog(Ts, series, slopes, ylabel, title, ax, reference_slope))
+    return fig
+
+
+def _draw_loglog(Ts: Sequence[int], series: Mapping[str, Sequence[float]], slopes: Mapping[str, float],
+                 ylabel: str, title: str, ax, reference_slope: float | None) -> str:
+    """Draw the series into ``ax``; the figure's text alternative."""
     Ts = list(Ts)
     for i, (label, values) in enumerate(series.items()):
         ax.plot(Ts, values, label=f"{label}（拟合斜率 {slopes[label]:.2f}）", **line_style(METHODS.get(label, i)))
@@ -109,8 +125,7 @@ def plot_loglog(Ts: Sequence[int], series: Mapping[str, Sequence[float]], slopes
     ax.legend(fontsize=8)
     each = "；".join(f"{label}：拟合斜率 {slopes[label]:.2f}，T = {Ts[0]} 时 {values[0]:.3g}，T = {Ts[-1]} 时 "
                     f"{values[-1]:.3g}" for label, values in series.items())
-    describe(ax.figure, f"{heading(title)}{one_line(ylabel)}随序列长度 T 的变化（对数轴）。{each}。")
-    return ax
+    return f"{heading(title)}{one_line(ylabel)}随序列长度 T 的变化（对数轴）。{each}。"
 
 
 # --- where the FLOPs go ------------------------------------------------------------------------

@@ -114,10 +114,24 @@ def plot_eps_effect(scales: torch.Tensor, curves: Mapping[str, torch.Tensor], ep
 
 
 def plot_grad_norms(norms: Mapping[str, Sequence[float]], title: str, ax=None):
-    """Gradient norm of each layer's parameters (log y) vs layer index, one line per style."""
-    fig = None
+    """Gradient norm of each layer's parameters (log y) vs layer index, one line per style, into ``ax`` or a
+    figure of their own."""
     if ax is None:
-        fig, ax = plt.subplots(figsize=(7.4, 4.4))
+        return _grad_norms_figure(norms, title)
+    describe(ax.figure, _draw_grad_norms(norms, title, ax))
+    return ax.figure
+
+
+@demo_figure
+def _grad_norms_figure(norms: Mapping[str, Sequence[float]], title: str):
+    fig, ax = plt.subplots(figsize=(7.4, 4.4))
+    describe(fig, _draw_grad_norms(norms, title, ax))
+    fig.tight_layout()
+    return fig
+
+
+def _draw_grad_norms(norms: Mapping[str, Sequence[float]], title: str, ax) -> str:
+    """Draw the norms into ``ax``; the figure's text alternative."""
     for i, (name, ys) in enumerate(norms.items()):
         ax.plot(range(len(ys)), ys, ms=3, lw=1.6, label=name, **_stacking(name, i))
     ax.set_yscale("log")
@@ -126,12 +140,9 @@ def plot_grad_norms(norms: Mapping[str, Sequence[float]], title: str, ax=None):
     ax.set_title(title)
     ax.legend(fontsize=9)
     ax.grid(alpha=0.3, which="both")
-    if fig is not None:
-        fig.tight_layout()
     each = "；".join(f"{name}：第 0 层 {ys[0]:.2g}，第 {len(ys) - 1} 层 {ys[-1]:.2g}，最大是最小的 "
                     f"{max(ys) / min(ys) if min(ys) > 0 else float('inf'):.3g} 倍" for name, ys in norms.items())
-    describe(ax.figure, f"{heading(title)}每层参数梯度的范数（纵轴对数）。{each}。")
-    return fig or ax.figure
+    return f"{heading(title)}每层参数梯度的范数（纵轴对数）。{each}。"
 
 
 @demo_figure

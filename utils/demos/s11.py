@@ -196,9 +196,24 @@ def plot_per_token(names: Sequence[str], kv_kib: Sequence[float], gflops: Sequen
 
 def plot_training(curves: Mapping[str, tuple[Sequence[int], Sequence[float]]], references: Mapping[str, float],
                   title: str, ax=None):
-    """Loss curves (step, loss) and horizontal reference levels."""
+    """Loss curves (step, loss) and horizontal reference levels, into ``ax`` or a figure of their own."""
     if ax is None:
-        _, ax = plt.subplots(figsize=(7.4, 4.0))
+        return _training_figure(curves, references, title)
+    describe(ax.figure, _draw_training(curves, references, title, ax))
+    return ax.figure
+
+
+@demo_figure
+def _training_figure(curves: Mapping[str, tuple[Sequence[int], Sequence[float]]], references: Mapping[str, float],
+                     title: str):
+    fig, ax = plt.subplots(figsize=(7.4, 4.0))
+    describe(fig, _draw_training(curves, references, title, ax))
+    return fig
+
+
+def _draw_training(curves: Mapping[str, tuple[Sequence[int], Sequence[float]]], references: Mapping[str, float],
+                   title: str, ax) -> str:
+    """Draw the curves and levels into ``ax``; the figure's text alternative."""
     styles = iter([(BLUE, "-", 1.0), (VERMILLION, "o-", 1.8)])
     for name, (steps, losses) in curves.items():
         color, style, width = next(styles)
@@ -215,8 +230,7 @@ def plot_training(curves: Mapping[str, tuple[Sequence[int], Sequence[float]]], r
     each = "；".join(f"{name}：第 {list(steps)[0]} 步 {losses[0]:.2f}，第 {list(steps)[-1]} 步 {losses[-1]:.2f}"
                     for name, (steps, losses) in curves.items())
     levels = "，".join(f"{name} {level:.2f}" for name, level in references.items())
-    describe(ax.figure, f"{heading(title)}交叉熵损失随训练步数的变化。{each}。水平参考线：{levels}。")
-    return ax.figure
+    return f"{heading(title)}交叉熵损失随训练步数的变化。{each}。水平参考线：{levels}。"
 
 
 @demo_figure
