@@ -133,7 +133,11 @@ def test_the_microscope_figure_says_where_each_head_looks(capsys):
     model = small_model(seed=4)
     step = trace_generation(model, torch.tensor([[1, 2, 3, 1]]), 1)[0]
     labels = [chr(ord("A") + v) for v in range(SMALL.vocab_size)]
-    plt.close(draw_microscope_step(step, labels, SMALL.context_length, "显微镜"))
+    fig = draw_microscope_step(step, labels, SMALL.context_length, "显微镜")
+    bars = fig.axes[len(step.rows)]                                   # the next token's distribution, under the maps
+    hatched = [label.get_text() for bar, label in zip(bars.patches, bars.get_xticklabels()) if bar.get_hatch()]
+    assert hatched == [labels[step.chosen]] and "带斜线" in bars.get_title(), "the chosen token is told without colour"
+    plt.close(fig)
     printed = capsys.readouterr().out
     assert printed.startswith(plotting.TEXT_ALTERNATIVE)
     for layer, rows in enumerate(step.rows):

@@ -208,11 +208,14 @@ def draw_microscope_step(step: MicroscopeStep, labels: Sequence[str], context_le
     probs, order = step.probs.sort(descending=True)
     order, probs = order[:top].tolist(), probs[:top].tolist()
     colours = [VERMILLION if token == step.chosen else BLUE for token in order]
-    ax.bar(range(len(order)), probs, color=colours, hatch=None)
+    bars = ax.bar(range(len(order)), probs, color=colours)
+    for bar, token in zip(bars, order):
+        bar.set_hatch("//" if token == step.chosen else "")    # told apart without colour too
     ax.set_xticks(range(len(order)), [labels[token] for token in order])
     ax.set_ylim(0, 1)
     ax.set_ylabel("概率")
-    ax.set_title(f"下一个 token 的分布（前 {len(order)} 名），抽中的是“{labels[step.chosen]}”（红色）", fontsize=10)
+    marked = "（带斜线的那一根）" if step.chosen in order else f"（不在前 {len(order)} 名里）"
+    ax.set_title(f"下一个 token 的分布（前 {len(order)} 名），抽中的是“{labels[step.chosen]}”{marked}", fontsize=10)
     ax.grid(axis="y", color=GREY, alpha=0.3)
     newest = f"查询是最新的 token “{shown[-1]}”（位置 {S - 1}）"
     fig.suptitle(f"{title}\n{newest}" if title else newest, fontsize=11)
