@@ -39,9 +39,33 @@ def without_shown_answers(nb: dict, closed: set[str]) -> dict:
             note = SHOWN_LATER if shows else NEEDS_SHOWN if needs else None
             withheld = withheld | defined if note else withheld - defined
         if note:
-            nb["cells"][i] = nbformat.from_dict({"cell_type": "markdown", "id": cell.get("id", f"withheld-{i}"),
-                                                 "metadata": {}, "source": note})
+            nb["cells"][i] = _note_cell(note, cell.get("id", f"withheld-{i}"), _imports(_text(cell)))
     return nb
+
+
+def _note_cell(note: str, cell_id: str, imports: list[str]):
+    """A markdown cell of ``note``; a code cell of the note as comments and ``imports``, where the withheld cell
+    imported something (later cells may use it)."""
+    if not imports:
+        return nbformat.from_dict({"cell_type": "markdown", "id": cell_id, "metadata": {}, "source": note})
+    comment = "\n".join("# " + line.removeprefix("> ") for line in note.splitlines())
+    return nbformat.v4.new_code_cell("\n".join([comment, *imports]), id=cell_id)
+
+
+def _imports(source: str) -> list[str]:
+    """The import statements at a cell's top level, as written (none where Python cannot parse it)."""
+    tree = _parsed(source)
+    return [ast.get_source_segment(source, node) for node in tree.body
+            if isinstance(node, (ast.Import, ast.ImportFrom))] if tree else []
+
+
+def _parsed(source: str) -> ast.Module | None:
+    """A code cell's syntax tree, IPython's % and ! lines blanked (None where Python cannot parse it)."""
+    try:
+        return ast.parse("\n".join("" if line.lstrip().startswith(("%", "!")) else line
+                                   for line in source.splitlines()))
+    except SyntaxError:
+        return None
 
 
 def _text(cell: dict) -> str:
@@ -52,11 +76,9 @@ def _names(source: str) -> tuple[set[str], set[str]]:
     """The names a code cell binds at its top level (but by imports: a module is the same whichever cell
     imported it) and the names it reads before binding them itself (IPython's % and ! lines aside); a cell
     Python cannot parse binds and reads everything it mentions."""
-    code = "\n".join("" if line.lstrip().startswith(("%", "!")) else line for line in source.splitlines())
-    try:
-        tree = ast.parse(code)
-    except SyntaxError:
-        words = _words(code)
+    tree = _parsed(source)
+    if tree is None:
+        words = _words(source)
         return words, words
     defined: set[str] = set()
     read_first: set[str] = set()

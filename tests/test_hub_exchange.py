@@ -18,9 +18,10 @@ import datetime
 import errno
 import os
 import re
+import pwd
 import secrets
 import subprocess
-import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -32,7 +33,7 @@ from deploy.jupyterhub.ceiling import Ceiling, server_preexec
 from deploy.jupyterhub.classroom import (Classroom, add_account, as_user, grader_nbgrader_config, intake_command,
                                          prepare_exchange, set_student_group)
 
-from .conftest import ROOT
+from .checkout import checkout_for
 from .hub_class import throwaway_class
 
 pytestmark = pytest.mark.needs("root")
@@ -80,14 +81,18 @@ def student_env(cls: Classroom, name: str) -> dict[str, str]:
     return {"PATH": "/usr/bin:/bin", "HOME": str(cls.home(name)), "LANG": "C.UTF-8"}
 
 
+# (checkout, its Python) as every account of the class runs them: tests/checkout.py (set by exchange_class)
+RUN: dict[str, str] = {}
+
+
 def grader_env(cls: Classroom) -> dict[str, str]:
-    """The grading account's commands, from this checkout (its environment is readable by every account)."""
-    return {"PATH": os.pathsep.join([str(Path(sys.executable).parent), "/usr/bin", "/bin"]),
-            "HOME": str(cls.home(cls.grader)), "LANG": "C.UTF-8", "PYTHONPATH": str(ROOT)}
+    """The grading account's commands, from this checkout (RUN: its environment readable by every account)."""
+    return {"PATH": os.pathsep.join([str(Path(RUN["python"]).parent), "/usr/bin", "/bin"]),
+            "HOME": str(cls.home(cls.grader)), "LANG": "C.UTF-8", "PYTHONPATH": RUN["checkout"]}
 
 
 def as_grader(cls: Classroom, *args: str) -> subprocess.CompletedProcess:
-    return as_user(cls.grader, [sys.executable, *args], grader_env(cls), cls.course_dir)
+    return as_user(cls.grader, [RUN["python"], *args], grader_env(cls), cls.course_dir)
 
 
 @pytest.fixture(scope="module")
@@ -95,10 +100,13 @@ def exchange_class():
     """Accounts, the exchange as classroom.py makes it, the course directory with a gradebook, and the
     intake service running as the grading account."""
     cls = Classroom(course_id=COURSE, grader=f"grader-{COURSE}", students=STUDENTS)
-    with throwaway_class(cls):
+    with throwaway_class(cls), tempfile.TemporaryDirectory(prefix="checkout-") as linked:
         cls.root.mkdir()
         for user in cls.members:
             add_account(cls, user)
+        os.chmod(linked, 0o755)
+        checkout, python = checkout_for(pwd.getpwnam(cls.grader).pw_uid, Path(linked))
+        RUN.update(checkout=str(checkout), python=python)
         set_student_group(cls)
         prepare_exchange(cls)
         cls.course_dir.mkdir(mode=0o700)
@@ -110,7 +118,7 @@ def exchange_class():
         assert roster.returncode == 0, roster.stderr
         service = subprocess.Popen(
             ["runuser", "-u", cls.grader, "--", "env", "-i", *(f"{k}={v}" for k, v in grader_env(cls).items()),
-             *intake_command(cls, sys.executable), "--interval", "0.1"],
+             *intake_command(cls, RUN["python"]), "--interval", "0.1"],
             cwd=cls.course_dir, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
         try:
             yield cls
@@ -255,7 +263,7 @@ def in_ceiling(cls: Classroom, user: str, cmd: list[str], ceiling: dict) -> tupl
     server."""
     group = Ceiling.where_available(f"test-{COURSE}/{user}")
     group.set_limits(**ceiling)
-    env = {**student_env(cls, user), "PATH": os.pathsep.join([str(Path(sys.executable).parent), "/usr/bin", "/bin"])}
+    env = {**student_env(cls, user), "PATH": os.pathsep.join([str(Path(RUN["python"]).parent), "/usr/bin", "/bin"])}
     proc = subprocess.Popen(cmd, env=env, cwd=cls.home(user), text=True, stdout=subprocess.PIPE,
                             stderr=subprocess.PIPE, preexec_fn=server_preexec(group, {}, 0, set_user_setuid(user)))
     return proc, group
@@ -267,7 +275,7 @@ def test_a_students_processes_stop_at_her_ceiling_while_anothers_kernel_runs(exc
     code = cls.home("judy") / "code.py"
     code.write_text(KERNEL_CODE)
     hog, ivans = in_ceiling(cls, "ivan", ["/usr/bin/python3", "-c", HOG], CEILING)
-    kernel, judys = in_ceiling(cls, "judy", [sys.executable, "-m", "jupyter_client.runapp", "--kernel=python3",
+    kernel, judys = in_ceiling(cls, "judy", [RUN["python"], "-m", "jupyter_client.runapp", "--kernel=python3",
                                              str(code)], {**CEILING, "cpus": 1.0})
     try:
         assert ivans.holds(hog.pid) and judys.holds(kernel.pid) and ivans.limits() == CEILING

@@ -6,6 +6,7 @@ import sys
 import types
 
 import nbformat
+import pytest
 
 from utils import learner_solutions
 
@@ -39,3 +40,16 @@ def test_before_its_cell_ran_the_running_notebooks_name_is_pending(tmp_path, mon
     monkeypatch.chdir(here)
     found = learner_solutions.learners_own("Block", SECTION)
     assert isinstance(found, learner_solutions.Pending) and "Block" in found._message
+
+
+def test_a_name_imported_from_the_reference_is_not_the_learners_own(tmp_path, monkeypatch):
+    """``from utils.reference import Block`` in the section's own notebook binds the class edition's stand-in: it
+    is pending (ExerciseNeeded when used), not taken as the definition it stands for (that was a RecursionError)."""
+    here = saved(tmp_path, "class Block:\n    pass\n")
+    main = types.ModuleType("__main__")
+    main.Block = learner_solutions.later("Block", SECTION)
+    monkeypatch.setitem(sys.modules, "__main__", main)
+    monkeypatch.chdir(here)
+    assert isinstance(learner_solutions.learners_own("Block", SECTION), learner_solutions.Pending)
+    with pytest.raises(learner_solutions.ExerciseNeeded):
+        main.Block()

@@ -22,6 +22,7 @@ from pathlib import Path
 
 import pytest
 
+from .checkout import checkout_for
 from .conftest import ROOT, security_file
 
 # What a newcomer's machine lacks: the sandbox, the browser, PostgreSQL (Debian's pg_config names
@@ -32,7 +33,8 @@ NOBODY = 65534
 # need -> the command its skip must name (tests/conftest.py's NEEDS)
 ENABLE = {"bwrap": "sudo apt-get install bubblewrap", "chromium": "sudo apt-get install chromium",
           "postgres": "sudo apt-get install postgresql", "root": "sudo python3 course.py test",
-          "jupyterhub": "sudo apt-get install npm && sudo npm install -g configurable-http-proxy"}
+          "jupyterhub": "sudo apt-get install npm && sudo npm install -g configurable-http-proxy",
+          "cgroups": "as root, on a machine with cgroup v2"}
 SKIP = re.compile(r"needs (\w+): (.+?) — to run it: (.+?)(?=; needs |$)")   # one per missing need
 # The tests issue 33 saw fail on a machine without bubblewrap, and one of each other kind.
 EXPECTED = {
@@ -73,37 +75,9 @@ def bare_machine():
     if as_root:
         os.chown(scratch, NOBODY, NOBODY)
     try:
-        yield scratch, env, user, *checkout_for(user, scratch)
+        yield scratch, env, user, *((ROOT, sys.executable) if user is None else checkout_for(user, scratch))
     finally:
         shutil.rmtree(scratch, ignore_errors=True)
-
-
-def checkout_for(user: int | None, scratch: Path) -> tuple[Path, str]:
-    """(checkout, Python) that ``user`` can run the suite from: this one, or a copy of hard links to it in
-    ``scratch`` where this one sits in a folder the user cannot enter."""
-    if user is None or runs_as(user, sys.executable, ROOT):
-        return ROOT, sys.executable
-    copy = scratch / "course"
-    python = Path(sys.executable)
-    if not python.is_relative_to(ROOT):
-        pytest.skip(f"the checkout is in a folder nobody cannot enter, and so is this Python ({python})")
-    linked = subprocess.run(["cp", "-al", str(ROOT), str(copy)], capture_output=True, text=True)
-    if linked.returncode != 0:   # another file system than the checkout's: no hard links
-        pytest.skip(f"the checkout is in a folder nobody cannot enter, and cannot be linked into {scratch}: "
-                    f"{linked.stderr.strip()}")
-    copy.chmod(0o755)
-    python = copy / python.relative_to(ROOT)
-    assert runs_as(user, str(python), copy), f"nobody cannot run {python} in the linked copy {copy}"
-    return copy, str(python)
-
-
-def runs_as(user: int, python: str, folder: Path) -> bool:
-    """Whether ``user`` can start ``python`` in ``folder`` and import the course's tests there."""
-    try:
-        return subprocess.run([python, "-c", "import pytest, tests"], cwd=folder, user=user, group=user,
-                              extra_groups=[], capture_output=True, timeout=120).returncode == 0
-    except OSError:          # the folder or the program: permission denied
-        return False
 
 
 def start(bare_machine, name: str, ci: str | None) -> tuple[subprocess.Popen, Path]:

@@ -69,9 +69,9 @@ def learners_own(name: str, section: str):
 
 def _defined_here(name: str, number: str):
     """``name`` as the running notebook's cells defined it (IPython's namespace is ``__main__``'s)."""
-    namespace = vars(sys.modules["__main__"])
-    if name in namespace:
-        return namespace[name]
+    defined = vars(sys.modules["__main__"]).get(name)
+    if defined is not None and not isinstance(defined, Later):   # a Later: imported from utils.reference, not written
+        return defined
     return Pending(name, _message(name, number, f"这个 notebook 里定义 {name} 的单元格还没有运行"))
 
 

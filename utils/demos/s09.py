@@ -48,8 +48,9 @@ def _arrow(ax, xy, color, label, alpha=1.0, ls="-", tip: str = "") -> None:
                 arrowprops=dict(arrowstyle="->", color=color, lw=2.2, alpha=alpha, ls=ls))
     ax.plot([], [], color=color, lw=2.2, alpha=alpha, ls=ls, label=label)
     if tip:
-        ax.annotate(tip, (xy[0], xy[1]), textcoords="offset points", xytext=(4, 4), fontsize=10, color=color,
-                    fontweight="bold")
+        # regular weight: the CJK font the course ships (mplfonts) has no bold, and asking for one printed
+        # matplotlib's findfont warning on stderr in the learner's notebook
+        ax.annotate(tip, (xy[0], xy[1]), textcoords="offset points", xytext=(4, 4), fontsize=10, color=color)
 
 
 # --- §2 two rotated vectors ------------------------------------------------------------------
