@@ -37,6 +37,22 @@ def checkout_for(user: int, into: Path) -> tuple[Path, str]:
         pytest.skip(f"the checkout is in a folder account {user} cannot enter, and cannot be linked into {into}: "
                     f"{linked.stderr.strip()}")
     copy.chmod(0o755)
+    _repoint_scripts(python.parent, copy / python.parent.relative_to(ROOT))
     python = copy / python.relative_to(ROOT)
     assert runs_as(user, str(python), copy), f"account {user} cannot run {python} in the linked copy {copy}"
     return copy, str(python)
+
+
+def _repoint_scripts(scripts: Path, copied: Path) -> None:
+    """The environment's scripts (nbgrader runs ``alembic``) start with ``#!<scripts>/python``: point the copy's
+    at the copy. Each is written as a new file: writing through the hard link would change this checkout's."""
+    old, new = f"#!{scripts}/".encode(), f"#!{copied}/".encode()
+    for script in copied.iterdir():
+        if script.is_symlink() or not script.is_file():
+            continue
+        text = script.read_bytes()
+        if text.startswith(old):
+            mode = script.stat().st_mode
+            script.unlink()
+            script.write_bytes(new + text[len(old):])
+            script.chmod(mode)

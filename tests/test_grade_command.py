@@ -222,12 +222,13 @@ def test_an_overrun_is_retried_then_graded_as_the_blank_notebook(tmp_path):
     released = released_text()
     coursedir, notebook = make_course(tmp_path, released)
     script(coursedir, alice=[{"hang": True}, {"hang": True}, {"ok": True}])
-    [outcome] = graded(coursedir, submission_seconds=1)
-    assert outcome.ok and "超过 1 秒" in outcome.note and "原文件保留为" in outcome.note
+    # 3 s: the blank notebook's own grading must fit it on a machine the suite's other workers keep busy
+    [outcome] = graded(coursedir, submission_seconds=3)
+    assert outcome.ok and "超过 3 秒" in outcome.note and "原文件保留为" in outcome.note
     assert not script_left(coursedir, "alice")
     assert notebook.with_name(notebook.name + ".broken").read_text(encoding="utf-8") == released
     note = json.loads(notebook.read_text(encoding="utf-8"))["cells"][0]
-    assert note["cell_type"] == "markdown" and "超过 1 秒" in note["source"]
+    assert note["cell_type"] == "markdown" and "超过 3 秒" in note["source"]
 
 
 def test_an_overdue_worker_is_killed_on_time_while_the_other_keeps_answering(tmp_path, capsys):
@@ -235,10 +236,11 @@ def test_an_overdue_worker_is_killed_on_time_while_the_other_keeps_answering(tmp
     quick = [f"quick{k:02d}" for k in range(14)]
     coursedir, _ = make_course(tmp_path, released_text(), students=("hung", *quick))
     script(coursedir, hung=[{"hang": True}, {"ok": True}], **{s: [{"sleep": 0.5}] for s in quick})
-    outcomes = graded(coursedir, ["hung", *quick], jobs=2, submission_seconds=2)
-    assert all(o.ok for o in outcomes)
-    seconds = float(re.search(r"hung 第 1 次评分失败（([\d.]+) 秒）：超过 2 秒", capsys.readouterr().err)[1])
-    assert seconds < 3.5, f"killed {seconds:.1f} s after it started, for a limit of 2 s"
+    # 4 s: each quick one (0.5 s) must fit it on a machine the suite's other workers keep busy
+    outcomes = graded(coursedir, ["hung", *quick], jobs=2, submission_seconds=4)
+    assert all(o.ok for o in outcomes), [o for o in outcomes if not o.ok]
+    seconds = float(re.search(r"hung 第 1 次评分失败（([\d.]+) 秒）：超过 4 秒", capsys.readouterr().err)[1])
+    assert seconds < 5.5, f"killed {seconds:.1f} s after it started, for a limit of 4 s"
 
 
 def test_failure_reason_names_the_cause_not_the_boilerplate():
