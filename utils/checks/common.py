@@ -9,10 +9,10 @@ from collections.abc import Mapping
 import torch
 import torch.nn as nn
 
-from .compare import joined
+from .compare import joined, type_name
 from .errors import CheckError
 from .keys import recipe
-from .protocol import Call, Handle, Layout, Load
+from .protocol import Attr, Call, Get, Handle, Layout, Load
 
 
 @recipe
@@ -88,6 +88,30 @@ def require_swiglu_layout(layout: dict, prefix: str, dim: int, hidden: int, code
     for name, n_in, n_out in (("w_gate", dim, hidden), ("w_up", dim, hidden), ("w_down", hidden, dim)):
         path = f"{prefix}.{name}" if prefix else name
         require_linear(part(layout, path), path, n_in, n_out, bias=False, code=code)
+
+
+def decode_in_chunks(module, cache, x, chunks, judge, label: str, per_position=(), hints=None):
+    """(yields) Feed ``x`` [B, T, C] to ``module`` chunk by chunk with ``cache`` (a scripted stand-in made in the
+    kernel), each chunk with the same positions' slices of the ``per_position`` tensors [T, ...]; after every call,
+    and before a crash is raised, ``judge(received)`` judges what the module put into the cache. The outputs
+    concatenated, [B, T, C], and what it put in."""
+    got, start = [], 0
+    for n in chunks:
+        args = (x[:, start:start + n], *(t[start:start + n] for t in per_position))
+        try:
+            out = yield Call(module, args, {"cache": cache}, pure=True, hints=hints, hints_of=Attr(module, "forward"))
+        except CheckError:   # what went into the cache is judged first, even when the call crashed
+            judge((yield Get(Attr(cache, "received"))))
+            raise
+        received = yield Get(Attr(cache, "received"))
+        judge(received)
+        if not isinstance(out, torch.Tensor) or out.shape != (x.size(0), n, x.size(2)):
+            shape = tuple(out.shape) if isinstance(out, torch.Tensor) else type_name(out)
+            raise CheckError("wrong-shape", f"{label}：新增 {n} 个位置时输出形状应为 {(x.size(0), n, x.size(2))}，"
+                                            f"实际是 {shape}。")
+        got.append(out)
+        start += n
+    return torch.cat(got, dim=1), received                                    # (B, T, C)
 
 
 def quiz_number(answers: dict, key: str) -> float:

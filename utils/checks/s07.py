@@ -12,7 +12,7 @@ import math
 
 import torch
 
-from .common import fixed_weights, load, make_module, part, quiz_number, require_linear
+from .common import decode_in_chunks, fixed_weights, load, make_module, part, quiz_number, require_linear
 from .compare import close, expect, places, quiz_answers, randn, type_name
 from .core import CheckError, check
 from .keys import recipe
@@ -318,23 +318,9 @@ def _decode(module, x, outs, chunks, H, label, mask_hint=False):
     """(yields) Feed x chunk by chunk through a fresh scripted cache of x's K/V (outs: gqa_outputs of x),
     judging what the module put in after every call; the outputs, concatenated, and what it put in."""
     cache = yield Get(New(SCRIPTED_CACHE, (outs["k"], outs["v"])))
-    got, start = [], 0
-    for n in chunks:
-        try:
-            out = yield Call(module, (x[:, start:start + n],), {"cache": cache}, pure=True,
-                             hints=_MASK_CRASH if mask_hint else None, hints_of=Attr(module, "forward"))
-        except CheckError:   # what went into the cache is judged first, even when the call crashed
-            _judge_received((yield Get(Attr(cache, "received"))), outs["k"], outs["v"], H, label)
-            raise
-        received = yield Get(Attr(cache, "received"))
-        _judge_received(received, outs["k"], outs["v"], H, label)
-        if not isinstance(out, torch.Tensor) or out.shape != (x.size(0), n, x.size(2)):
-            shape = tuple(out.shape) if isinstance(out, torch.Tensor) else type_name(out)
-            raise CheckError("wrong-shape", f"{label}：新增 {n} 个位置时输出形状应为 {(x.size(0), n, x.size(2))}，"
-                                            f"实际是 {shape}。")
-        got.append(out)
-        start += n
-    return torch.cat(got, dim=1), received                                    # (B, T, C)
+    return (yield from decode_in_chunks(
+        module, cache, x, chunks, lambda received: _judge_received(received, outs["k"], outs["v"], H, label), label,
+        hints=_MASK_CRASH if mask_hint else None))
 
 
 def _second_sequence_leaks(m, x2, outs2, chunks, H, what):

@@ -13,7 +13,7 @@ import torch
 import torch.nn.functional as F
 
 from . import math64
-from .common import fixed_weights, load, make_module, part, quiz_number, require_linear
+from .common import decode_in_chunks, fixed_weights, load, make_module, part, quiz_number, require_linear
 from .compare import close, expect, quiz_answers, randn, require_tensor, type_name
 from .core import OBSERVED, CheckError, check
 from .oracle import answer_key, instructor_only, matches, oracle
@@ -334,23 +334,9 @@ def _mla_decode(module, x, outs, chunks, R, label):
     positions alongside; the outputs, concatenated, and what the module put in."""
     cache = yield Get(New(SCRIPTED_LATENT_CACHE, (outs["c"].float(), outs["k_rope"].float())))
     angles = math64.rope_angles(x.size(1), R, ROPE_BASE).float()                  # (T, R/2)
-    got, start = [], 0
-    for n in chunks:
-        try:
-            out = yield Call(module, (x[:, start:start + n], angles[start:start + n]), {"cache": cache}, pure=True,
-                             hints={"cache-mask-offset": r"tril|mask|is_causal|triu"}, hints_of=Attr(module, "forward"))
-        except CheckError:
-            _judge_latents((yield Get(Attr(cache, "received"))), outs, label)
-            raise
-        received = yield Get(Attr(cache, "received"))
-        _judge_latents(received, outs, label)
-        if not isinstance(out, torch.Tensor) or out.shape != (x.size(0), n, x.size(2)):
-            shape = tuple(out.shape) if isinstance(out, torch.Tensor) else type_name(out)
-            raise CheckError("wrong-shape", f"{label}：新增 {n} 个位置时输出形状应为 {(x.size(0), n, x.size(2))}，"
-                                            f"实际是 {shape}。")
-        got.append(out)
-        start += n
-    return torch.cat(got, dim=1), received                                        # (B, T, C)
+    return (yield from decode_in_chunks(
+        module, cache, x, chunks, lambda received: _judge_latents(received, outs, label), label,
+        per_position=(angles,), hints={"cache-mask-offset": r"tril|mask|is_causal|triu"}))
 
 
 @check("MultiHeadLatentAttention")
