@@ -44,8 +44,9 @@ from jupyter_client.manager import start_new_kernel
 
 import utils.checks as checks
 from utils import reference
+from utils.sections import section_ids
 
-from .build import ROOT, section_ids
+from .build import ROOT
 from .config import RELEASE_DIR, SOURCE_DIR
 from .execute import execute
 from .grade import child_env, nbgrader_cmd
@@ -67,7 +68,7 @@ class Row:
 def notebook_rows(kind: str) -> Iterator[Row]:
     """Wall time of every notebook of ``solutions`` or ``notebooks``, then their sum."""
     total = 0.0
-    for section in section_ids():
+    for section in section_ids(ROOT / SOURCE_DIR):
         seconds = execute(ROOT / kind / section / f"{section}.ipynb", allow_errors=kind == RELEASE_DIR).seconds
         total += seconds
         yield Row(f"{kind}/{section}", f"{seconds:.1f} 秒")
@@ -77,7 +78,7 @@ def notebook_rows(kind: str) -> Iterator[Row]:
 def check_rows(slowest: int = 3) -> list[Row]:
     """The checks of every exercise on its reference, visible and hidden; the slowest few (CPU time)."""
     spent = []
-    for section in section_ids():
+    for section in section_ids(ROOT / SOURCE_DIR):
         for name in exercises(read(ROOT / SOURCE_DIR / section / f"{section}.ipynb")):
             check = getattr(checks, f"check_{name}")
             for extended in (False, True):

@@ -24,6 +24,7 @@ import textwrap
 from pathlib import Path
 
 from utils.checks.codes import markdown_table
+from utils.sections import section_ids
 
 from .config import RELEASE_DIR, SOURCE_DIR
 from .notebook_format import canonical, cell_kind, dumps, exercises, read
@@ -36,10 +37,6 @@ HEADER = '''"""Reference implementations of section {id} (the solution cells of 
 # imports those its code uses.
 NOTEBOOK_IMPORTS = {"math": "import math", "torch": "import torch", "nn": "import torch.nn as nn",
                     "F": "import torch.nn.functional as F"}
-
-
-def section_ids(root: Path = ROOT) -> list[str]:
-    return sorted(p.name for p in (root / SOURCE_DIR).iterdir() if (p / f"{p.name}.ipynb").exists())
 
 
 def module_name(section_id: str) -> str:
@@ -117,7 +114,7 @@ def course_prose(notebooks: dict[str, dict]) -> str:
 def reference_files(root: Path = ROOT, only: list[str] | None = None) -> dict[Path, str]:
     """Every generated file of utils/reference, utils/data and docs (section modules: of ``only``),
     path -> text."""
-    notebooks = {sid: read(root / SOURCE_DIR / sid / f"{sid}.ipynb") for sid in section_ids(root)}
+    notebooks = {sid: read(root / SOURCE_DIR / sid / f"{sid}.ipynb") for sid in section_ids(root / SOURCE_DIR)}
     defined_in = {name: module_name(sid) for sid, nb in notebooks.items() for name in exercises(nb)}
     files, imports = {}, []
     for sid, nb in notebooks.items():
@@ -153,11 +150,12 @@ def learner_notebooks(root: Path = ROOT, only: list[str] | None = None) -> dict[
         course = Path(tmp)
         shutil.copytree(root / SOURCE_DIR, course / SOURCE_DIR)
         shutil.copy(root / "nbgrader_config.py", course / "nbgrader_config.py")
-        return {sid: generate_release(sid, course).read_text(encoding="utf-8") for sid in only or section_ids(root)}
+        return {sid: generate_release(sid, course).read_text(encoding="utf-8")
+                for sid in only or section_ids(root / SOURCE_DIR)}
 
 
 def main(only: list[str] | None = None) -> None:
-    for sid in only or section_ids():
+    for sid in only or section_ids(ROOT / SOURCE_DIR):
         path = ROOT / SOURCE_DIR / sid / f"{sid}.ipynb"
         path.write_text(dumps(canonical(read(path))), encoding="utf-8")  # strip outputs
     for path, text in reference_files(only=only).items():

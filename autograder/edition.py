@@ -26,7 +26,9 @@ import tempfile
 import tomllib
 from pathlib import Path
 
-from .build import ROOT, module_name, reference_module, section_ids, wrapped
+from utils.sections import section_ids
+
+from .build import ROOT, module_name, reference_module, wrapped
 from .config import RELEASE_DIR, SOURCE_DIR
 from .notebook_format import dumps, exercises, read
 from .release import closed_exercises, without_shown_answers
@@ -60,7 +62,7 @@ def _name(decorator: ast.expr) -> str:
 
 def reference_package(released: list[str], root: Path = ROOT) -> dict[str, str]:
     """utils/reference/ of the class edition: file name -> text."""
-    notebooks = {sid: read(root / SOURCE_DIR / sid / f"{sid}.ipynb") for sid in section_ids(root)}
+    notebooks = {sid: read(root / SOURCE_DIR / sid / f"{sid}.ipynb") for sid in section_ids(root / SOURCE_DIR)}
     defined_in = {name: module_name(sid) for sid, nb in notebooks.items() for name in exercises(nb)}
     open_modules = {module_name(sid): sid for sid in notebooks if sid not in released}
     files, imports, later = {}, [], {}
@@ -143,7 +145,7 @@ README = """# 注意力机制 · 班级版
 
 def released_sections(answers_through: str | None, root: Path = ROOT) -> list[str]:
     """The sections up to and including ``answers_through`` (none without it): their answers ship."""
-    sections = section_ids(root)
+    sections = section_ids(root / SOURCE_DIR)
     if answers_through is None:
         return []
     if answers_through not in sections:
@@ -177,7 +179,7 @@ def build(out: Path, answers_through: str | None, root: Path = ROOT) -> None:
 def section_before(section: str, root: Path = ROOT) -> str | None:
     """The section whose answers a grading kernel of ``section`` may hold: the one before it (None for the
     first section, and for an assignment that is no section of the course)."""
-    sections = section_ids(root)
+    sections = section_ids(root / SOURCE_DIR)
     if section not in sections or sections.index(section) == 0:
         return None
     return sections[sections.index(section) - 1]

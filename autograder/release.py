@@ -21,6 +21,7 @@ from nbgrader.preprocessors import NbGraderPreprocessor
 from traitlets import Bool, Unicode
 
 from utils.notebook import SHOWN_LATER, cell_kind, exercises, shown_answers
+from utils.sections import section_ids
 
 NEEDS_SHOWN = ("> 这里原本是一个演示，它用到上面那段截止之后才给出的代码；截止之后随答案一起给出。")
 
@@ -116,9 +117,8 @@ def _words(code: str) -> set[str]:
 def closed_exercises(source_dir: Path, answers_through: str) -> set[str]:
     """The exercises of the sections in ``source_dir`` up to ``answers_through`` (none for ""): every other one,
     of a later section or of one this folder does not hold, is open."""
-    return {name for notebook in sorted(source_dir.glob("[0-9][0-9]_*/[0-9][0-9]_*.ipynb"))
-            if notebook.parent.name <= answers_through and notebook.stem == notebook.parent.name
-            for name in exercises(nbformat.read(notebook, as_version=4))}
+    return {name for sid in section_ids(source_dir) if sid <= answers_through
+            for name in exercises(nbformat.read(source_dir / sid / f"{sid}.ipynb", as_version=4))}
 
 
 class ClearShownAnswers(NbGraderPreprocessor):

@@ -19,6 +19,8 @@ from pathlib import Path
 import nbformat
 from nbconvert import HTMLExporter
 
+from utils.sections import section_ids
+
 from .notebook_format import cell_kind, grade_id, read
 
 
@@ -44,13 +46,13 @@ def write_pages(source: Path, out: Path, sections: list[str] | None = None) -> l
     out.mkdir(parents=True, exist_ok=True)
     exporter = HTMLExporter(template_name="lab")
     pages = []
-    for folder in sorted(p for p in source.iterdir() if (p / f"{p.name}.ipynb").is_file()):
-        if sections and folder.name not in sections:
+    for sid in section_ids(source):
+        if sections and sid not in sections:
             continue
-        nb = read(folder / f"{folder.name}.ipynb")
+        nb = read(source / sid / f"{sid}.ipynb")
         if answers(nb):
-            body, _ = exporter.from_notebook_node(rubric_notebook(folder.name, nb))
-            pages.append(out / f"{folder.name}.html")
+            body, _ = exporter.from_notebook_node(rubric_notebook(sid, nb))
+            pages.append(out / f"{sid}.html")
             pages[-1].write_text(body, encoding="utf-8")
     links = "".join(f'<li><a href="{html.escape(p.name)}">{html.escape(p.stem)}</a></li>' for p in pages)
     (out / "index.html").write_text(f'<!DOCTYPE html><html lang="zh-CN"><meta charset="utf-8"><title>评分要点</title>'

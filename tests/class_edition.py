@@ -15,14 +15,13 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from autograder import edition
-from autograder.build import section_ids
 from autograder.notebook_format import exercises
 
-from .conftest import ROOT, load_notebook
+from .conftest import ROOT, SECTIONS, load_notebook
 
 # What tests/test_class_edition.py builds: sections after ANSWERS_THROUGH are the open assignments.
 ANSWERS_THROUGH = "04_masks"
-OPEN = [s for s in section_ids() if s > ANSWERS_THROUGH]
+OPEN = [s for s in SECTIONS if s > ANSWERS_THROUGH]
 OPEN_EXERCISES = [e for s in OPEN for e in exercises(load_notebook("solutions", s))]
 
 

@@ -15,12 +15,11 @@ import sys
 
 import pytest
 
-from autograder.build import section_ids
 from autograder.notebook_format import cell_kind, exercises, grade_id
 
 from .bugbank import all_variants
 from .class_edition import ANSWERS_THROUGH, OPEN, OPEN_EXERCISES, install, renamed_copy
-from .conftest import ROOT, load_notebook
+from .conftest import ROOT, SECTIONS, load_notebook
 from .nbgrader_course import Course
 from .edition_candidates import passing_candidates
 from .test_learners_build import ALLOWED, exercise_answers, forms, normalized_text
@@ -59,13 +58,13 @@ def test_the_bug_bank_gets_the_same_diagnoses(installed, tmp_path):
     their (here: the course's) notebooks of the other sections, whose solutions the open sections' given code and
     imports take (utils/learner_solutions.py)."""
     work = tmp_path / "work"
-    for section in section_ids():
+    for section in SECTIONS:
         shutil.copytree(ROOT / "solutions" / section, work / section)
     variants = all_variants()
     (tmp_path / "variants.json").write_text(json.dumps(
         [{"id": v.id, "exercise": v.exercise, "source": v.source} for v in variants]), encoding="utf-8")
     subprocess.run([installed.python, str(ROOT / "tests" / "class_edition_bank.py"), str(tmp_path / "variants.json"),
-                    str(tmp_path / "codes.json")], cwd=work / section_ids()[-1], check=True, capture_output=True,
+                    str(tmp_path / "codes.json")], cwd=work / SECTIONS[-1], check=True, capture_output=True,
                    text=True, timeout=600, env=OTHER_CPU)
     in_class = json.loads((tmp_path / "codes.json").read_text(encoding="utf-8"))
     differ = [f"{v.id}: class edition {in_class[v.id]}, full course {full}"
@@ -76,7 +75,7 @@ def test_the_bug_bank_gets_the_same_diagnoses(installed, tmp_path):
 def test_the_progress_view_finds_every_solved_exercise_passed_on_another_cpu(installed, tmp_path):
     """A learner who solved every exercise, on a CPU whose kernels are not the builder's: `course.py progress` in the
     class edition (a fresh kernel per section, each check answered from the stored results) says all passed."""
-    for section in section_ids():
+    for section in SECTIONS:
         shutil.copytree(ROOT / "solutions" / section, tmp_path / "notebooks" / section)
     script = ("import json, sys; from pathlib import Path; from utils import progress\n"
               "sections = progress.course_progress(Path(sys.argv[1]), jobs=2)\n"
@@ -85,7 +84,7 @@ def test_the_progress_view_finds_every_solved_exercise_passed_on_another_cpu(ins
                           timeout=900, env=OTHER_CPU, cwd=tmp_path)
     assert done.returncode == 0, done.stderr[-3000:]
     verdicts = json.loads(done.stdout.strip().splitlines()[-1])
-    solved = [e for s in section_ids() for e in exercises(load_notebook("solutions", s))]
+    solved = [e for s in SECTIONS for e in exercises(load_notebook("solutions", s))]
     assert sorted(verdicts) == sorted(solved)
     assert {name: v for name, v in verdicts.items() if v != "通过"} == {}
 
@@ -128,7 +127,7 @@ DICTATED = {
 def _given_lines() -> set[str]:
     """Lines of every section's given code (export cells) and of the closed sections' solutions: the
     course hands these out, so a solution line that is also one of them is no leak."""
-    closed = {line.strip() for s in section_ids() if s <= ANSWERS_THROUGH
+    closed = {line.strip() for s in SECTIONS if s <= ANSWERS_THROUGH
               for line in (ROOT / "utils" / "reference" / f"s{s}.py").read_text(encoding="utf-8").splitlines()}
     return _handed_out_lines() | closed
 
@@ -182,7 +181,7 @@ def test_no_solution_code_or_hidden_input_of_an_open_section_is_in_it(installed)
     given = "\n".join(_given_lines())
     found = [f"{s} solution: {line}" for s in OPEN for line in _solution_lines(s)
              if line in everything and line not in given]
-    found += [f"{s} hidden test: {line}" for s in section_ids() for line in _hidden_lines(s) if line in everything]
+    found += [f"{s} hidden test: {line}" for s in SECTIONS for line in _hidden_lines(s) if line in everything]
     found += [f"hidden case or truth: {line}" for line in _instructor_only_lines() - _check_code_lines()
               if line in everything]
     found += [f"{s} notebook shows: {line}" for s in OPEN for line in _shown_answer_lines(installed.out, s)]
@@ -194,13 +193,12 @@ def test_what_nbgrader_releases_to_a_class_holds_no_answer(tmp_path):
     configuration): its notebook holds no line of its own or an earlier section's answer — the book's code
     quoted after a check included (autograder/release.py) — but what the course hands out (given code, the
     checks' own code). Without ClearShownAnswers the release of 03 held Head's and attention's book code."""
-    sections = section_ids()
-    course = Course.create(tmp_path / "course", sections)
+    course = Course.create(tmp_path / "course", SECTIONS)
     given = {normalized_text(line) for line in _handed_out_lines()}
     found = []
-    for section in sections:
+    for section in SECTIONS:
         normal = normalized_text(_text([course.root / "notebooks" / section / f"{section}.ipynb"]))
-        found += [f"{section} release: {earlier} {exercise}: {line}" for earlier in sections if earlier <= section
+        found += [f"{section} release: {earlier} {exercise}: {line}" for earlier in SECTIONS if earlier <= section
                   for exercise, lines in exercise_answers(earlier).items() for line in lines
                   if line not in given and any(form in normal for form in forms(line))
                   and (earlier, exercise, line) not in ALLOWED]
@@ -209,7 +207,7 @@ def test_what_nbgrader_releases_to_a_class_holds_no_answer(tmp_path):
 
 def _handed_out_lines() -> set[str]:
     """The given code of every section (export cells), the checks' own code and the lines an exercise dictates."""
-    given = {line.strip() for s in section_ids() for c in load_notebook("solutions", s)["cells"]
+    given = {line.strip() for s in SECTIONS for c in load_notebook("solutions", s)["cells"]
              if cell_kind(c) == "export" for line in c["source"].splitlines()}
     return given | _check_code_lines() | set(DICTATED)
 
@@ -229,7 +227,7 @@ def _shown_answer_lines(out, section: str) -> list[str]:
 
 def test_it_keeps_the_references_of_closed_sections_only(installed):
     reference = installed.package / "reference"
-    for section in section_ids():
+    for section in SECTIONS:
         module = (reference / f"s{section}.py").read_text(encoding="utf-8")
         names = exercises(load_notebook("solutions", section))
         defined = {n.name for n in ast.parse(module).body if isinstance(n, (ast.FunctionDef, ast.ClassDef))}

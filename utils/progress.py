@@ -1,6 +1,6 @@
 """Where am I? The learner's progress through the course, from their own notebooks.
 
-For every section (an ``NN_name`` folder of ``solutions/`` or ``notebooks/``, so new sections
+For every section (of ``solutions/`` or ``notebooks/``: utils/sections.py, so new sections
 appear by themselves) and every exercise in it: does the learner's version pass its visible
 check, fail it (with the diagnosis code), or is it not started; and are the manually graded
 answers written. The learner's versions are in their working copy (``my_work/``, made by
@@ -19,7 +19,6 @@ from __future__ import annotations
 import ast
 import asyncio
 import os
-import re
 import subprocess
 import threading
 import time
@@ -33,13 +32,13 @@ from nbclient import NotebookClient
 from utils.checks.codes import parse_failure
 from utils.checks.core import FAIL_MARK, PASS_MARK
 from utils.notebook import TEXT_STUB, cell_kind
+from utils.sections import section_ids
 from utils.working_copy import RELEASE, work_folder
 
 ROOT = Path(__file__).resolve().parents[1]
 # Seconds a cell may take: an exercise or its check (a learner's endless loop is reported, not
 # waited for), and an import (torch takes a while on a busy machine).
 EXERCISE_TIMEOUT, IMPORT_TIMEOUT = 30, 120
-SECTION_FOLDER = re.compile(r"\d\d_\w+")
 
 PASSED, FAILED, NOT_STARTED = "passed", "failed", "not-started"
 MARKS = {PASSED: PASS_MARK, FAILED: FAIL_MARK, NOT_STARTED: "○"}
@@ -63,13 +62,6 @@ class Section:
 
 
 # --- what each section contains ----------------------------------------------------------
-
-def section_ids(root: Path = ROOT) -> list[str]:
-    """Every section: the NN_name folders of solutions/ (the course's source) and of notebooks/
-    (the learner's; a class may not hand out solutions/)."""
-    return sorted({p.name for kind in ("solutions", "notebooks") if (root / kind).is_dir()
-                   for p in (root / kind).iterdir() if p.is_dir() and SECTION_FOLDER.fullmatch(p.name)})
-
 
 def _grade_id(cell) -> str | None:
     return cell.get("metadata", {}).get("nbgrader", {}).get("grade_id")
@@ -224,7 +216,8 @@ def course_progress(root: Path = ROOT, jobs: int | None = None,
                     checked: Callable[[Section, int, int], None] | None = None) -> list[Section]:
     """Every section's progress, from the learner's notebooks (:func:`learner_folder`); ``jobs`` kernels at a time.
     ``checked(section, done, total)`` is called as each section's check ends."""
-    prepared = [prepare(root, s) for s in section_ids(root)]
+    sections = section_ids(root / "solutions", root / RELEASE)     # a class may hand out no solutions/
+    prepared = [prepare(root, s) for s in sections]
     folder = learner_folder(root)
     to_check = [(section, learner) for section, learner in prepared if learner is not None]
     done = []

@@ -35,17 +35,17 @@ import copy
 import hashlib
 import json
 import os
-import re
 import shutil
 import time
 from pathlib import Path
+
+from utils.sections import section_ids
 
 ROOT = Path(__file__).resolve().parents[1]
 RELEASE = "notebooks"
 WORK = "my_work"
 MANIFEST = ".release.json"
 BACKUPS = "backups"
-SECTION_FOLDER = re.compile(r"\d\d_\w+")
 SKIPPED = {".ipynb_checkpoints", "__pycache__"}
 COMPARE = "比较两份：nbdiff-web {mine} {offer}（nbdime，在浏览器里并排显示差异；命令行版是 nbdiff）"
 
@@ -65,11 +65,8 @@ def sha256(data: bytes | Path) -> str:
 
 def released_files(release: Path) -> list[Path]:
     """Every file of every section folder of the release, relative to it."""
-    if not release.is_dir():
-        return []
-    return sorted(p.relative_to(release) for section in release.iterdir()
-                  if section.is_dir() and SECTION_FOLDER.fullmatch(section.name)
-                  for p in section.rglob("*") if p.is_file() and not SKIPPED & set(p.parts))
+    return sorted(p.relative_to(release) for section in section_ids(release)
+                  for p in (release / section).rglob("*") if p.is_file() and not SKIPPED & set(p.parts))
 
 
 def offered_name(path: Path) -> Path:
@@ -79,7 +76,7 @@ def offered_name(path: Path) -> Path:
 
 def pick_section(folder: Path, name: str) -> str:
     """The section folder of ``folder`` that ``name`` names: its full name or its number (``02``)."""
-    sections = sorted(p.name for p in folder.iterdir() if p.is_dir() and SECTION_FOLDER.fullmatch(p.name))
+    sections = section_ids(folder)
     found = [s for s in sections if name in (s, s[:2])]
     if not found:
         raise WorkingCopyError(f"{folder.name}/ 里没有 {name!r} 这一节（可选：{'、'.join(sections)}）")
