@@ -1,5 +1,6 @@
-"""The grading runtime and the checks import one another in one direction only: no circle, counting the
-imports made inside functions (a lazy import hides a circle from Python, not from a reader)."""
+"""The modules of utils/ and autograder/ import one another in one direction only: no circle, counting the
+imports made inside functions (a lazy import hides a circle from Python, not from a reader). The teaching
+references (utils/reference/, generated from the solutions) import no UI, not even through another module."""
 from __future__ import annotations
 
 import ast
@@ -7,7 +8,7 @@ from pathlib import Path
 
 from .conftest import ROOT
 
-RUNTIME = ("autograder", "utils.checks", "utils.learner_solutions", "utils.pending")
+UI = ("ipywidgets", "IPython", "utils.widgets")   # widgets, displays; their modules too (ipywidgets.widgets)
 
 
 def modules(root: Path) -> dict[str, Path]:
@@ -21,6 +22,11 @@ def modules(root: Path) -> dict[str, Path]:
 
 def imported(name: str, path: Path, known: dict[str, Path]) -> set[str]:
     """The modules of ``known`` that ``name`` imports anywhere in its file (``from . import x``: the module x)."""
+    return {_owner(t, known) for t in import_targets(name, path, known)} - {None, name}
+
+
+def import_targets(name: str, path: Path, known: dict[str, Path]) -> set[str]:
+    """The dotted names ``name`` imports anywhere in its file, relative imports resolved (others' too: torch.nn)."""
     package = name if path.name == "__init__.py" else name.rpartition(".")[0]
     targets = set()
     for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
@@ -33,7 +39,7 @@ def imported(name: str, path: Path, known: dict[str, Path]) -> set[str]:
                 base = ".".join([*parts[:len(parts) - node.level + 1], *([node.module] if node.module else [])])
             submodules = {f"{base}.{alias.name}" for alias in node.names}
             targets |= {m for m in submodules if m in known} or {base}
-    return {_owner(t, known) for t in targets} - {None, name}
+    return targets
 
 
 def _owner(target: str, known: dict[str, Path]) -> str | None:
@@ -70,8 +76,31 @@ def circles(graph: dict[str, set[str]]) -> list[list[str]]:
     return found
 
 
-def test_the_runtime_and_the_checks_import_in_no_circle():
+def reached(graph: dict[str, set[str]], start: list[str]) -> set[str]:
+    """``start`` and every module it imports, directly or through others."""
+    seen, todo = set(), list(start)
+    while todo:
+        module = todo.pop()
+        if module not in seen:
+            seen.add(module)
+            todo += graph[module]
+    return seen
+
+
+def test_utils_and_autograder_import_in_no_circle():
     known = modules(ROOT)
     graph = {name: imported(name, path, known) for name, path in known.items()}
-    runtime = [group for group in circles(graph) if any(m.startswith(RUNTIME) for m in group)]
-    assert not runtime, runtime
+    assert not circles(graph), circles(graph)
+
+
+def test_the_teaching_references_import_no_ui():
+    known = modules(ROOT)
+    graph = {name: imported(name, path, known) for name, path in known.items()}
+    references = [name for name in known if _within(name, "utils.reference")]
+    ui = {f"{module} imports {target}" for module in reached(graph, references)
+          for target in import_targets(module, known[module], known) if any(_within(target, u) for u in UI)}
+    assert len(references) > 1 and not ui, ui
+
+
+def _within(name: str, package: str) -> bool:
+    return name == package or name.startswith(f"{package}.")

@@ -8,17 +8,14 @@ so JupyterLab always shows one, current figure above the controls.
 ``attention_microscope(model, prompt, ...)`` steps through a model's generation token by token: per
 layer and head, the attention row of the newest token, how many positions the KV cache holds, and the
 distribution the next token is drawn from. It works on any model with the contract's names (section
-10's ``DecoderLM``, section 12's ``AttentionOnlyLM``): ``blocks[i].attn`` with ``q_proj`` / ``k_proj``,
-called as ``attn(x, angles, ...)``; forward hooks (``watching_attention``) see what each attention
-receives, and ``attention_weights`` recomputes the weights from it. Headless, the starting step is a
-static figure like every other.
+10's ``DecoderLM``, section 12's ``AttentionOnlyLM``), whose weights utils/attention_hooks.py reads.
+Headless, the starting step is a static figure like every other.
 """
 from __future__ import annotations
 
 import contextlib
 import inspect
 import io
-import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
@@ -29,6 +26,7 @@ import torch.nn.functional as F
 from IPython.display import DisplayHandle, display
 from matplotlib.figure import Figure
 
+from utils.attention_hooks import attention_weights, watching_attention
 from utils.plotting import BLUE, GREY, VERMILLION, demo_figure, describe, heading, heatmap
 
 
@@ -108,53 +106,12 @@ class _Watched:
         return len(self.cache)
 
 
-@contextlib.contextmanager
-def watching_attention(model):
-    """Forward hooks on every blocks[i].attn, for the with-block: the dict it yields maps i to (x, angles, cache
-    or None) of that layer's last call (what its attention was given: the normed input, the RoPE angles)."""
-    seen: dict = {}
-
-    def hook(i):
-        def record(_module, args, kwargs, _output):
-            cache = kwargs.get("cache", args[2] if len(args) > 2 else None)
-            seen[i] = (args[0] if args else kwargs["x"], args[1] if len(args) > 1 else kwargs["angles"],
-                       cache if hasattr(cache, "update") else None)
-        return record
-
-    handles = [block.attn.register_forward_hook(hook(i), with_kwargs=True) for i, block in enumerate(model.blocks)]
-    try:
-        yield seen
-    finally:
-        for handle in handles:
-            handle.remove()
-
-
-def attention_weights(attn, x, angles, keys=None) -> torch.Tensor:
-    """(B, H, T, S): the attention weights of an attention layer with the contract's q_proj / k_proj and
-    rotate-half RoPE, recomputed from its input x (B, T, C) and the angles (T, Dh/2) of these T positions.
-    The keys are x's own (S = T), or ``keys`` (B, Hkv, S, Dh), already rotated, as a KV cache holds them
-    (the T queries are then its last T positions). Causal."""
-    from utils.reference import apply_rope   # section 09
-
-    head_dim = 2 * angles.size(-1)
-    n_head, n_kv = attn.q_proj.out_features // head_dim, attn.k_proj.out_features // head_dim
-    B, T, _ = x.shape
-    q = apply_rope(attn.q_proj(x).view(B, T, n_head, head_dim).transpose(1, 2), angles)      # (B, H, T, Dh)
-    if keys is None:
-        keys = apply_rope(attn.k_proj(x).view(B, T, n_kv, head_dim).transpose(1, 2), angles)  # (B, Hkv, T, Dh)
-    k = keys.repeat_interleave(n_head // n_kv, dim=1)                    # (B, H, S, Dh)
-    S = k.size(2)
-    scores = q @ k.transpose(-2, -1) / math.sqrt(head_dim)                # (B, H, T, S)
-    causal = torch.ones(T, S, dtype=torch.bool, device=x.device).tril(diagonal=S - T)
-    return F.softmax(scores.masked_fill(~causal, float("-inf")), dim=-1)
-
-
-def _newest_row(attn, x, angles, cache) -> torch.Tensor:
+def _newest_row(rope, attn, x, angles, cache) -> torch.Tensor:
     """(H, S): the weights of the newest query (x's last position) over every key the layer holds: its
     cache's (rotated when they were cached), or x's own."""
     if cache is None:
-        return attention_weights(attn, x, angles)[0, :, -1]
-    return attention_weights(attn, x[:, -1:], angles[-1:], cache.keys)[0, :, -1]
+        return attention_weights(attn, x, angles, rope)[0, :, -1]
+    return attention_weights(attn, x[:, -1:], angles[-1:], rope, cache.keys)[0, :, -1]
 
 
 @torch.no_grad()
@@ -165,7 +122,7 @@ def trace_generation(model, prompt: torch.Tensor, max_new_tokens: int, temperatu
     cache per block; any other is fed the whole sequence every step (its K/V recomputed). temperature 0 is
     greedy (the distribution shown is then softmax of the logits); otherwise softmax(logits / temperature)
     is sampled with ``generator``."""
-    from utils.reference import KVCache   # section 07
+    from utils.reference import KVCache, apply_rope   # sections 07, 09
 
     cached_model = "caches" in inspect.signature(model.forward).parameters
     caches = [_Watched(KVCache()) for _ in model.blocks] if cached_model else None
@@ -176,7 +133,7 @@ def trace_generation(model, prompt: torch.Tensor, max_new_tokens: int, temperatu
             break
         with watching_attention(model) as seen:
             logits = model(feed, caches=caches)[0] if cached_model else model(ids)[0]      # (1, T, V)
-        rows = [_newest_row(block.attn, *seen[i]) for i, block in enumerate(model.blocks)]
+        rows = [_newest_row(apply_rope, block.attn, *seen[i]) for i, block in enumerate(model.blocks)]
         last = logits[0, -1].float()                                      # (V,)
         probs = F.softmax(last / temperature if temperature > 0 else last, dim=-1)
         chosen = int(torch.multinomial(probs, 1, generator=generator)) if temperature > 0 else int(last.argmax())

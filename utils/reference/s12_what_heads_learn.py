@@ -12,9 +12,10 @@ __all__ = ['previous_token_score', 'induction_score', 'head_ablation_losses', 'q
 
 from dataclasses import replace
 
+from utils.attention_hooks import attention_weights, watching_attention
 from utils.demos.s10 import init_like_llama
 from .s10_decoder_only_model import DecoderLM  # section 10
-from utils.widgets import attention_weights, watching_attention
+from .s09_rope import apply_rope  # section 09
 
 
 class NoFFN(nn.Module):
@@ -91,10 +92,12 @@ def train_heads_model(config, steps, seed, batch=128, lr=5e-3, periods=(6, 14), 
 @torch.no_grad()
 def attention_patterns(model, tokens, head_mask=None):
     """(n_layer, B, H, T, T): every head's attention weights on tokens (B, T), recomputed from what each layer's
-    attention was given (utils.widgets: forward hooks on blocks[i].attn, then its own q_proj, k_proj, RoPE)."""
+    attention was given (utils/attention_hooks.py: forward hooks on blocks[i].attn, then its own q_proj, k_proj
+    and section 09's RoPE)."""
     with watching_attention(model) as seen:
         model(tokens, head_mask=head_mask)
-    return torch.stack([attention_weights(block.attn, *seen[i][:2]) for i, block in enumerate(model.blocks)])
+    return torch.stack([attention_weights(block.attn, *seen[i][:2], apply_rope)
+                        for i, block in enumerate(model.blocks)])
 
 
 @torch.no_grad()
