@@ -92,7 +92,10 @@ class Classroom:
     answers_through: str = ""                              # the class edition's --answers-through
     mem_limit_mb: int = 4096                               # each server (systemd: all its processes)
     cpu_limit: float = 1.0                                 # CPUs of each server (systemd only)
-    max_processes: int = 256                               # processes + threads of an account (rlimits)
+    # Processes + threads of an account: its server, kernels and terminals together (without systemd:
+    # spawner.py's cgroup and rlimits, and its default). Not GradingLimits.max_processes (autograder/limits.py),
+    # which caps one grading sandbox (a submission's kernel): another fact, whatever the two numbers are.
+    max_processes: int = 256
     idle_timeout: int = 3600                               # s: a server idle this long is stopped
     idle_cull_every: int = 300                             # s: how often the culler looks
     ssl_cert: str = ""                                     # HTTPS on the proxy (or TLS in front of it)

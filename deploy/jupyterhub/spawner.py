@@ -27,11 +27,12 @@ from jupyterhub.spawner import LocalProcessSpawner
 from traitlets import Integer, Unicode
 
 from ceiling import Ceiling, server_preexec   # jupyterhub_config.py puts this folder on sys.path
+from classroom import Classroom
 
 
 class LimitedLocalProcessSpawner(LocalProcessSpawner):
-    max_processes = Integer(256, help="processes and threads of the account: its cgroup's pids.max and "
-                                      "RLIMIT_NPROC").tag(config=True)
+    max_processes = Integer(Classroom.max_processes, help="processes and threads of the account: its cgroup's "
+                                                          "pids.max and RLIMIT_NPROC").tag(config=True)
     cpu_seconds = Integer(4 * 3600, help="RLIMIT_CPU: CPU seconds of each process").tag(config=True)
     niceness = Integer(5, help="added to the servers' scheduling priority").tag(config=True)
     cgroup_parent = Unicode("jupyterhub", help="each account's cgroup is <cgroup_parent>/<user>").tag(config=True)
