@@ -32,8 +32,8 @@ from pathlib import Path
 import pytest
 from nbgrader.api import Gradebook
 
-from autograder.config import TEXT_STUB
 from autograder.notebook_format import grade_id, points, visible_and_hidden
+from utils.notebook import TEXT_STUB
 
 from .bugbank import all_variants
 from .class_edition import install

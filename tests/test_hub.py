@@ -57,6 +57,7 @@ from autograder import intake, sandbox
 from autograder.notebook_format import cell_kind, grade_id, points
 from deploy.jupyterhub.ceiling import Ceiling
 from deploy.jupyterhub.classroom import MAX_SUBMISSION_KB
+from utils.notebook import TEXT_STUB
 
 from .conftest import ROOT, load_notebook, missing
 from .hub_browser import AssignmentsTab, HubBrowser, grade_in_formgrader
@@ -447,7 +448,6 @@ print(json.dumps({"files": [str(d.locate_file(f)) for f in d.files], "utils": ut
 
 def check_students_work_in_the_class_edition(hub, graded):
     """What is installed in the students' environment holds no answer of section 02 and no autograder."""
-    from autograder.config import TEXT_STUB
     for nb in graded["released"]:
         assert all(TEXT_STUB in "".join(c["source"]) for c in nb["cells"] if grade_id(c).startswith("answer_"))
     edition = (hub.cls.class_env.parent / "class-edition" / "pyproject.toml").read_text(encoding="utf-8")
