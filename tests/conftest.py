@@ -12,11 +12,12 @@ from pathlib import Path
 import pytest
 
 from autograder.notebook_format import read
+from utils.sections import section_ids
 
 ROOT = Path(__file__).resolve().parents[1]
 # The tests make their own working copies (utils/working_copy.py), never the learner's of $COURSE_WORK.
 os.environ.pop("COURSE_WORK", None)
-SECTIONS = sorted(p.name for p in (ROOT / "solutions").iterdir() if (p / f"{p.name}.ipynb").exists())
+SECTIONS = section_ids(ROOT / "solutions")
 
 
 def notebook_path(kind: str, section: str) -> Path:
