@@ -110,10 +110,10 @@ def check_attention(extended: bool = False, seed: int = 0):
             outs = attention_outputs(q, k, v, mask)
             want_out, want_weights = outs.pop("want")
             inputs = dict(zip(("q", "k", "v", "mask"), args))
-            weights_cases.add(f"{what}时的注意力权重", weights, want_weights,
+            weights_cases.add(joined(what, "时的注意力权重"), weights, want_weights,
                               [("outputs-swapped", want_out)] + [(code, pair[1]) for code, pair in outs.items()],
                               inputs=inputs)
-            out_cases.add(f"{what}时的输出", out, want_out, [(code, pair[0]) for code, pair in outs.items()],
+            out_cases.add(joined(what, "时的输出"), out, want_out, [(code, pair[0]) for code, pair in outs.items()],
                           inputs=inputs)
     weights_cases.decide()
     out_cases.decide()

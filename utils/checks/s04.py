@@ -76,7 +76,7 @@ def check_causal_mask(extended: bool = False, seed: int = 0):
         got = yield from judged.call(Call(CANDIDATE, (T,)))
         masks = causal_masks(T)
         _require_bool(got, masks["want"], f"T={T} 时掩码")
-        judged.add(f"T={T} 时的因果掩码", got, masks["want"], masks["misconceptions"])
+        judged.add(f"T={T} 时的因果掩码", got, masks["want"], masks["misconceptions"], inputs={"T": T})
     judged.decide()
     # No GPU here: the meta device (shapes only, no data) shows whether device reaches the tensor made.
     asked, device = yield Call(New(f"{HERE}:DeviceProbe"), (CANDIDATE, 5))
