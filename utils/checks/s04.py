@@ -202,14 +202,14 @@ def _masked_softmax_cases(shapes: list, seed: int) -> list[tuple[str, torch.Tens
 def check_masked_softmax(extended: bool = False, seed: int = 0):
     # ((1,), 3, 4): one sequence
     shapes = [((2,), 4, 5), ((2, 3), 3, 3), ((1,), 3, 4)] + (hidden_masked_shapes() if extended else [])
-    judged = Cases()
-    for what, scores, mask in _masked_softmax_cases(shapes, seed):
+    judged, cases = Cases(), _masked_softmax_cases(shapes, seed)
+    for what, scores, mask in cases:
         got = yield from judged.call(Call(CANDIDATE, (scores, mask), pure=True))
         outs = masked_softmax_outputs(scores, mask)
         judged.add(what, got, outs["want"], outs["misconceptions"], inputs={"scores": scores, "mask": mask})
     judged.decide()
-    for case in judged.seen:
-        if not bool((case.got[~case.inputs["mask"].expand_as(case.got)] == 0).all()):
+    for case, (_, _, mask) in zip(judged.seen, cases):
+        if not bool((case.got[~mask.expand_as(case.got)] == 0).all()):
             raise CheckError("wrong", f"{case.what}：被屏蔽的位置应当恰好是 0。")
     yield from _check_gradient(seed)
     yield from _check_low_precision(seed)
