@@ -23,8 +23,9 @@ from .oracle import answer_key, instructor_only, matches, oracle
 from .protocol import CANDIDATE, Attr, Call, Get, New, Source, State
 from .s03 import call_module, softmax_attention
 
-# (B, T, n_embed, n_head, context_length): n_head > 1 so that √C and √Dh differ; T < context.
-MODULE_CASES = [(2, 5, 12, 3, 8), (1, 7, 16, 4, 7), (3, 1, 8, 2, 4)]
+# (B, T, n_embed, n_head, context_length): n_head > 1 so that √C and √Dh differ; T < context; head widths 4 and 8
+# (a √Dh written as a number fits one of them only).
+MODULE_CASES = [(2, 5, 12, 3, 8), (1, 7, 16, 2, 7), (3, 1, 8, 2, 4)]
 SPLIT_CASES = [(2, 3, 12, 4), (1, 5, 8, 2), (2, 1, 6, 1)]  # (B, T, C, H) with T != H
 QKV = ("query", "key", "value")
 HERE = "utils.checks.s05"
