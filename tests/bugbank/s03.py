@@ -82,6 +82,9 @@ VARIANTS = [
     wrong("attention", "outputs-swapped", "outputs-swapped", attn(returns="weights, weights @ v")),
     wrong("attention", "softmax-dim-2", "softmax-wrong-dim", attn(weights="scores.softmax(dim=-2)")),
     wrong("attention", "scale-by-D", "scale-by-D", attn(scores="q @ k.transpose(-2, -1) / q.size(-1)")),
+    # √d_k = 8 written as a number (the paper's d_k = 64): on the first visible case (D = 8) exactly scale-by-D's
+    # numbers, on no other case; one case is no evidence for a code
+    wrong("attention", "scale-written-as-8", "wrong", attn(scores="q @ k.transpose(-2, -1) / 8")),
     wrong("attention", "scale-by-v-dim", "scale-by-value-dim", attn(
         scores="q @ k.transpose(-2, -1) / math.sqrt(v.size(-1))")),
     wrong("attention", "scale-by-sqrt-T", "scale-by-sqrt-T", attn(

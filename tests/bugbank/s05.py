@@ -163,6 +163,11 @@ VARIANTS = [
         attend="""att = (q @ k.transpose(-2, -1)) / math.sqrt(C)
         att = att.masked_fill(~self.mask[:T, :T], float("-inf")).softmax(dim=-1)
         y = att @ v""")),
+    # √Dh written as a number: right where Dh = 4, caught on the visible case with Dh = 8
+    wrong("CausalSelfAttention", "scale-written-as-2", "wrong", csa(
+        attend="""att = (q @ k.transpose(-2, -1)) / 2
+        att = att.masked_fill(~self.mask[:T, :T], float("-inf")).softmax(dim=-1)
+        y = att @ v""")),
     wrong("CausalSelfAttention", "interleaved", "qkv-interleaved", csa(
         split="""q, k, v = self.qkv(x).view(B, T, H, 3, C // H).permute(3, 0, 2, 1, 4)""")),
     wrong("CausalSelfAttention", "split-view-only", "view-without-transpose", csa(

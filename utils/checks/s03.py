@@ -6,7 +6,7 @@ import math
 import torch
 
 from .common import fixed_weights, load, make_module, part, require_linear
-from .compare import close, expect, randn, require_tensor, type_name
+from .compare import Cases, joined, randn, type_name
 from .core import CheckError, check
 from .oracle import instructor_only, oracle
 from .protocol import CANDIDATE, Attr, Call
@@ -89,23 +89,13 @@ def _pair(weights, v):
     return weights @ v, weights
 
 
-def _diagnose_pair(out, weights, want_out, want_weights, items, what, inputs):
-    """Compare (out, weights); on a mismatch name the misconception whose pair matches (``inputs``: shown
-    in hint 3 of a plain [wrong])."""
-    if close(out, want_out) and close(weights, want_weights):
-        return
-    if close(out, want_weights) and close(weights, want_out):
-        raise CheckError("outputs-swapped", f"{what}：第一个返回值是注意力权重，第二个才是输出。")
-    for code, (wrong_out, wrong_weights) in items:
-        if close(weights, wrong_weights) or (close(out, wrong_out) and not close(out, want_out)):
-            raise CheckError(code, f"{what}：结果与下面这个误区算出的完全一致。")
-    expect(weights, want_weights, f"{what}的注意力权重", inputs=inputs)
-    expect(out, want_out, f"{what}的输出", inputs=inputs)
-
-
 @check("attention")
 def check_attention(extended: bool = False, seed: int = 0):
+    """Every case's (out, weights) first; then the weights judged over all cases, then the outputs (a code is named
+    on two cases, compare.Cases: the weights and the output of one call are one input, so they go to separate
+    judgements)."""
     cases = ATTENTION_CASES + (hidden_attention_cases() if extended else [])
+    weights_cases, out_cases = Cases(), Cases()
     for i, (batch, Tq, Tk, D, Dv) in enumerate(cases):
         q = randn(*batch, Tq, D, seed=seed + 10 * i)
         k = randn(*batch, Tk, D, seed=seed + 10 * i + 1)
@@ -114,16 +104,23 @@ def check_attention(extended: bool = False, seed: int = 0):
             what = (f"q {tuple(q.shape)}、k {tuple(k.shape)}、v {tuple(v.shape)}"
                     + ("、带 mask" if mask is not None else ""))
             args = (q, k, v) if mask is None else (q, k, v, mask)
-            result = yield Call(CANDIDATE, args, pure=True, hints={
-                "qk-swapped": r"\bk\s*@\s*q\b|matmul\(\s*k\s*,\s*q\b", "transpose-fixed-dims": FIXED_TRANSPOSE})
+            result = yield from weights_cases.call(Call(CANDIDATE, args, pure=True, hints={
+                "qk-swapped": r"\bk\s*@\s*q\b|matmul\(\s*k\s*,\s*q\b", "transpose-fixed-dims": FIXED_TRANSPOSE}))
             out, weights = _as_pair(result, "attention")
             outs = attention_outputs(q, k, v, mask)
             want_out, want_weights = outs.pop("want")
             inputs = dict(zip(("q", "k", "v", "mask"), args))
-            _diagnose_pair(out, weights, want_out, want_weights, list(outs.items()), what, inputs)
-            sums = require_tensor(weights, "weights").sum(-1)
-            if not torch.allclose(sums, torch.ones_like(sums), atol=1e-5):
-                raise CheckError("weights-not-normalized", f"{what}：权重每行之和应为 1。")
+            weights_cases.add(joined(what, "时的注意力权重"), weights, want_weights,
+                              [("outputs-swapped", want_out)] + [(code, pair[1]) for code, pair in outs.items()],
+                              inputs=inputs)
+            out_cases.add(joined(what, "时的输出"), out, want_out, [(code, pair[0]) for code, pair in outs.items()],
+                          inputs=inputs)
+    weights_cases.decide()
+    out_cases.decide()
+    for case in weights_cases.seen:
+        sums = case.got.sum(-1)
+        if not torch.allclose(sums, torch.ones_like(sums), atol=1e-5):
+            raise CheckError("weights-not-normalized", joined(case.what, "每行之和应为 1。"))
 
 
 # --- Head -------------------------------------------------------------------------------------
@@ -187,14 +184,16 @@ def call_module(module, x: torch.Tensor, context_length: int, hints: dict | None
 @check("Head")
 def check_Head(extended: bool = False, seed: int = 0):
     cases = HEAD_CASES + (hidden_head_cases() if extended else [])
+    judged = Cases()
     for i, (B, T, n_embed, head_size, context_length) in enumerate(cases):
-        head, layout = yield from make_module(CANDIDATE, "Head(...)", seed=seed + i, head_size=head_size,
-                                              n_embed=n_embed, context_length=context_length)
+        head, layout = yield from judged.run(make_module(CANDIDATE, "Head(...)", seed=seed + i, head_size=head_size,
+                                                         n_embed=n_embed, context_length=context_length))
         _check_head_layout(layout, n_embed, head_size, context_length)
         weights = head_weights(n_embed, head_size, seed + i)
-        yield from load(head, weights)
+        yield from judged.run(load(head, weights))
         x = randn(B, T, n_embed, seed=seed + 100 + i)
-        out = yield from call_module(head, x, context_length)
+        out = yield from judged.run(call_module(head, x, context_length))
         outs = head_outputs(x, *(weights[f"{name}.weight"] for name in ("query", "key", "value")))
-        expect(out, outs.pop("want"), f"B={B}, T={T}, n_embed={n_embed}, head_size={head_size} 时 Head 的输出",
-               list(outs.items()), inputs={"x": x})
+        judged.add(f"B={B}, T={T}, n_embed={n_embed}, head_size={head_size} 时 Head 的输出", out, outs.pop("want"),
+                   list(outs.items()), inputs={"x": x})
+    judged.decide()

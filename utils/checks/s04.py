@@ -11,7 +11,7 @@ import contextlib
 import numpy as np
 import torch
 
-from .compare import close, expect, randn, require_tensor, type_name
+from .compare import Cases, close, expect, randn, require_tensor, type_name
 from .core import OBSERVED, CheckError, check
 from .oracle import instructor_only, oracle
 from .protocol import CANDIDATE, Call, New, Watch
@@ -71,11 +71,13 @@ def _device_of(out) -> str | None:
 
 @check("causal_mask")
 def check_causal_mask(extended: bool = False, seed: int = 0):
+    judged = Cases()
     for T in (4, 1, 7, *_lengths(seed, 2, 8, 1)) + (hidden_mask_sizes(seed) if extended else ()):
-        got = yield Call(CANDIDATE, (T,))
+        got = yield from judged.call(Call(CANDIDATE, (T,)))
         masks = causal_masks(T)
         _require_bool(got, masks["want"], f"T={T} 时掩码")
-        expect(got, masks["want"], f"T={T} 时的因果掩码", masks["misconceptions"])
+        judged.add(f"T={T} 时的因果掩码", got, masks["want"], masks["misconceptions"], inputs={"T": T})
+    judged.decide()
     # No GPU here: the meta device (shapes only, no data) shows whether device reaches the tensor made.
     asked, device = yield Call(New(f"{HERE}:DeviceProbe"), (CANDIDATE, 5))
     if device != asked:
@@ -106,11 +108,14 @@ def check_padding_mask(extended: bool = False, seed: int = 0):
     cases = [([3, 5, 1], 5), ([4], 6), ([2, 2], 2)] + (hidden_padding_cases() if extended else [])
     T = 3 + seed % 6
     cases.append((_lengths(seed, 1, T, 3 + seed % 3), T))                    # new lengths for every seed
+    judged = Cases()
     for lengths, T in cases:
-        got = yield Call(CANDIDATE, (torch.tensor(lengths), T), pure=True)
+        got = yield from judged.call(Call(CANDIDATE, (torch.tensor(lengths), T), pure=True))
         masks = padding_masks(lengths, T)
         _require_bool(got, masks["want"], "padding 掩码")
-        expect(got, masks["want"], f"lengths={lengths}, T={T} 时的 padding 掩码", masks["misconceptions"])
+        judged.add(f"lengths={lengths}, T={T} 时的 padding 掩码", got, masks["want"], masks["misconceptions"],
+                   inputs={"lengths": torch.tensor(lengths), "T": T})
+    judged.decide()
 
 
 # --- combine_masks ----------------------------------------------------------------------------
@@ -136,15 +141,18 @@ def combined_masks(lengths: list[int], T: int) -> dict:
 
 @check("combine_masks")
 def check_combine_masks(extended: bool = False, seed: int = 0):
-    cases = [([3, 5, 1], 5), ([2, 4], 4)] + (hidden_combine_cases() if extended else [])
+    cases = [([3, 5, 1], 5), ([2, 4], 4), ([3], 5)] + (hidden_combine_cases() if extended else [])   # [3]: one sequence
     T = 3 + seed % 5
     cases.append((_lengths(seed, 1, T, 2 + seed % 3), T))                    # new lengths for every seed
+    judged = Cases()
     for lengths, T in cases:
         masks = combined_masks(lengths, T)
-        got = yield Call(CANDIDATE, (masks["causal"], masks["key_padding"]), pure=True)
+        got = yield from judged.call(Call(CANDIDATE, (masks["causal"], masks["key_padding"]), pure=True))
         what = f"lengths={lengths}, T={T} 时的组合掩码"
         _require_bool(got, masks["want"], what)
-        expect(got, masks["want"], what, masks["misconceptions"])
+        judged.add(what, got, masks["want"], masks["misconceptions"],
+                   inputs={"causal": masks["causal"], "key_padding": masks["key_padding"]})
+    judged.decide()
 
 
 # --- masked_softmax ---------------------------------------------------------------------------
@@ -176,33 +184,42 @@ def masked_softmax_outputs(scores, mask) -> dict:
         ("softmax-wrong-dim", torch.softmax(scores.masked_fill(~mask, NEG_INF), -2).nan_to_num(0.0))]}
 
 
-@check("masked_softmax")
-def check_masked_softmax(extended: bool = False, seed: int = 0):
-    shapes = [((2,), 4, 5), ((2, 3), 3, 3)] + (hidden_masked_shapes() if extended else [])
+def _masked_softmax_cases(shapes: list, seed: int) -> list[tuple[str, torch.Tensor, torch.Tensor]]:
+    """(what, scores, mask) of every case: random rows with a fully masked and a fully visible one, a (T, T) mask
+    broadcast over (B, H, T, T), every key hidden."""
+    cases = []
     for i, (batch, T, S) in enumerate(shapes):
         scores = randn(*batch, T, S, seed=seed + i, scale=2.0)
-        mask = _mask_with_empty_row(batch, T, S, seed + i)
-        got = yield Call(CANDIDATE, (scores, mask), pure=True)
+        cases.append((f"scores {tuple(scores.shape)}（第 0 行全被屏蔽）", scores,
+                      _mask_with_empty_row(batch, T, S, seed + i)))
+    scores = randn(2, 3, 4, 4, seed=seed + 50)                               # (B, H, T, T)
+    cases.append(("mask 形状 (T, T)、scores 形状 (B, H, T, T) 时", scores, causal_masks(4)["want"]))
+    cases.append(("mask 全为 False（所有键都被屏蔽）时", scores, torch.zeros(4, dtype=torch.bool)))
+    return cases
+
+
+@check("masked_softmax")
+def check_masked_softmax(extended: bool = False, seed: int = 0):
+    # ((1,), 3, 4): one sequence
+    shapes = [((2,), 4, 5), ((2, 3), 3, 3), ((1,), 3, 4)] + (hidden_masked_shapes() if extended else [])
+    judged, cases = Cases(), _masked_softmax_cases(shapes, seed)
+    for what, scores, mask in cases:
+        got = yield from judged.call(Call(CANDIDATE, (scores, mask), pure=True))
         outs = masked_softmax_outputs(scores, mask)
-        what = f"scores {tuple(scores.shape)}（第 0 行全被屏蔽）"
-        expect(got, outs["want"], what, outs["misconceptions"], inputs={"scores": scores, "mask": mask})
-        if not bool((got[~mask] == 0).all()):
-            raise CheckError("wrong", f"{what}：被屏蔽的位置应当恰好是 0。")
-    yield from _check_broadcast_and_gradient(seed)
+        judged.add(what, got, outs["want"], outs["misconceptions"], inputs={"scores": scores, "mask": mask})
+    judged.decide()
+    for case, (_, _, mask) in zip(judged.seen, cases):
+        if not bool((case.got[~mask.expand_as(case.got)] == 0).all()):
+            raise CheckError("wrong", f"{case.what}：被屏蔽的位置应当恰好是 0。")
+    yield from _check_gradient(seed)
     yield from _check_low_precision(seed)
 
 
-def _check_broadcast_and_gradient(seed: int):
+def _check_gradient(seed: int):
     scores = randn(2, 3, 4, 4, seed=seed + 50)                               # (B, H, T, T)
-    mask = causal_masks(4)["want"]                                           # (T, T) broadcasts
-    got = require_tensor((yield Call(CANDIDATE, (scores, mask), pure=True)), "masked_softmax 的输出")
-    expect(got, masked_softmax_outputs(scores, mask)["want"], "mask 形状 (T, T)、scores 形状 (B, H, T, T) 时")
     empty = torch.zeros(4, dtype=torch.bool)                                 # every key hidden
-    want = masked_softmax_outputs(scores, empty)["want"]                     # all zeros
-    got = yield Call(CANDIDATE, (scores, empty), pure=True)
-    expect(got, want, "mask 全为 False（所有键都被屏蔽）时")
     # The mask goes by keyword: the kernel makes every positional tensor a leaf that requires grad.
-    seen = yield Call(CANDIDATE, (scores,), {"mask": empty}, watch=Watch(backward=randn(*want.shape, seed=seed + 51)))
+    seen = yield Call(CANDIDATE, (scores,), {"mask": empty}, watch=Watch(backward=randn(*scores.shape, seed=seed + 51)))
     grad = seen.grads[0] if seen.grads else None
     if grad is None or not torch.isfinite(grad).all():
         raise CheckError("nan-gradient", "所有键都被屏蔽时，对 scores 的梯度含 NaN（或没有梯度）。")

@@ -17,14 +17,15 @@ import torch.nn as nn
 import torch.nn.functional as F
 
 from .common import fixed_weights, load, make_module, part, quiz_number, require_linear
-from .compare import expect, places, quiz_answers, randn
+from .compare import Cases, places, quiz_answers, randn
 from .core import OBSERVED, CheckError, check
 from .oracle import answer_key, instructor_only, matches, oracle
 from .protocol import CANDIDATE, Attr, Call, Get, New, Source, State
 from .s03 import call_module, softmax_attention
 
-# (B, T, n_embed, n_head, context_length): n_head > 1 so that √C and √Dh differ; T < context.
-MODULE_CASES = [(2, 5, 12, 3, 8), (1, 7, 16, 4, 7), (3, 1, 8, 2, 4)]
+# (B, T, n_embed, n_head, context_length): n_head > 1 so that √C and √Dh differ; T < context; head widths 4 and 8
+# (a √Dh written as a number fits one of them only).
+MODULE_CASES = [(2, 5, 12, 3, 8), (1, 7, 16, 2, 7), (3, 1, 8, 2, 4)]
 SPLIT_CASES = [(2, 3, 12, 4), (1, 5, 8, 2), (2, 1, 6, 1)]  # (B, T, C, H) with T != H
 QKV = ("query", "key", "value")
 HERE = "utils.checks.s05"
@@ -86,22 +87,26 @@ def merge_outputs(x) -> dict:
 
 @check("split_heads")
 def check_split_heads(extended: bool = False, seed: int = 0):
+    judged = Cases()
     for B, T, C, H in SPLIT_CASES + (hidden_split_cases() if extended else []):
         # values name their place (a small offset: a large one would make places equal within tolerance)
         x = places(B, T, C, offset=seed % 1000)                                            # (B, T, C)
-        got = yield Call(CANDIDATE, (x, H), pure=True, hints=_VIEW_CRASH)
+        got = yield from judged.call(Call(CANDIDATE, (x, H), pure=True, hints=_VIEW_CRASH))
         outs = split_outputs(x, H)
-        expect(got, outs["want"], f"x 形状 {(B, T, C)}、n_head={H} 时", outs["wrong"], inputs={"x": x})
+        judged.add(f"x 形状 {(B, T, C)}、n_head={H} 时", got, outs["want"], outs["wrong"], inputs={"x": x})
+    judged.decide()
 
 
 @check("merge_heads")
 def check_merge_heads(extended: bool = False, seed: int = 0):
+    judged = Cases()
     for B, T, C, H in SPLIT_CASES + (hidden_split_cases() if extended else []):
         Dh = C // H
         x = places(B, H, T, Dh, offset=seed % 1000)                                        # (B, H, T, Dh)
-        got = yield Call(CANDIDATE, (x,), pure=True, hints=_VIEW_CRASH)
+        got = yield from judged.call(Call(CANDIDATE, (x,), pure=True, hints=_VIEW_CRASH))
         outs = merge_outputs(x)
-        expect(got, outs.pop("want"), f"x 形状 {(B, H, T, Dh)} 时", list(outs.items()), inputs={"x": x})
+        judged.add(f"x 形状 {(B, H, T, Dh)} 时", got, outs.pop("want"), list(outs.items()), inputs={"x": x})
+    judged.decide()
 
 
 # --- MultiHeadAttention --------------------------------------------------------------------
@@ -143,16 +148,18 @@ def mha_outputs(x, weights, n_head) -> dict:
 
 @check("MultiHeadAttention")
 def check_MultiHeadAttention(extended: bool = False, seed: int = 0):
+    judged = Cases()
     for i, (B, T, C, H, L) in enumerate(MODULE_CASES + (hidden_module_cases() if extended else [])):
-        mha, layout = yield from _make(C, H, L, seed)
+        mha, layout = yield from judged.run(_make(C, H, L, seed))
         _check_mha_layout(layout, C, H)
         weights = mha_weights(C, H, seed + i)
-        yield from load(mha, weights)
+        yield from judged.run(load(mha, weights))
         x = randn(B, T, C, seed=seed + i)
-        got = yield from call_module(mha, x, L, hints=_MODULE_CRASH)
+        got = yield from judged.run(call_module(mha, x, L, hints=_MODULE_CRASH))
         outs = mha_outputs(x, weights, H)
-        expect(got, outs.pop("want"), f"B={B}, T={T}, n_embed={C}, n_head={H} 时的输出", list(outs.items()),
-               inputs={"x": x})
+        judged.add(f"B={B}, T={T}, n_embed={C}, n_head={H} 时的输出", got, outs.pop("want"), list(outs.items()),
+                   inputs={"x": x})
+    judged.decide()
 
 
 # --- CausalSelfAttention -------------------------------------------------------------------
@@ -205,8 +212,9 @@ def _loops_over_heads(source: str | None) -> bool:
 
 @check("CausalSelfAttention")
 def check_CausalSelfAttention(extended: bool = False, seed: int = 0):
+    judged = Cases()
     for i, (B, T, C, H, L) in enumerate(MODULE_CASES + (hidden_module_cases() if extended else [])):
-        module, layout = yield from _make(C, H, L, seed)
+        module, layout = yield from judged.run(_make(C, H, L, seed))
         require_linear(part(layout, "qkv"), "qkv", C, 3 * C, bias=False)
         require_linear(part(layout, "proj"), "proj", C, C, bias=True)
         # forward's source as the kernel reports it: a property the kernel observes, not an output
@@ -214,12 +222,13 @@ def check_CausalSelfAttention(extended: bool = False, seed: int = 0):
             raise CheckError("loop-over-heads", "forward 里有一个遍历头（或 range(...)）的 for/while 循环或推导式"
                                                 f"{OBSERVED}。")
         weights = fused_weights(C, seed + i)
-        yield from load(module, weights)
+        yield from judged.run(load(module, weights))
         x = randn(B, T, C, seed=seed + i)
-        got = yield from call_module(module, x, L, hints=_VIEW_CRASH)
+        got = yield from judged.run(call_module(module, x, L, hints=_VIEW_CRASH))
         outs = fused_outputs(x, weights, H)
-        expect(got, outs.pop("want"), f"B={B}, T={T}, n_embed={C}, n_head={H} 时的输出", list(outs.items()),
-               inputs={"x": x})
+        judged.add(f"B={B}, T={T}, n_embed={C}, n_head={H} 时的输出", got, outs.pop("want"), list(outs.items()),
+                   inputs={"x": x})
+    judged.decide()
 
 
 # --- copy_heads_into -----------------------------------------------------------------------
@@ -280,6 +289,7 @@ def _check_only_weights_copied(before: dict, after: dict, n_head_after, n_head: 
 
 @check("copy_heads_into")
 def check_copy_heads_into(extended: bool = False, seed: int = 0):
+    judged, states = Cases(), []          # states: (looped after, fused before, fused after, fused.n_head, H)
     for i, (B, T, C, H, L) in enumerate(MODULE_CASES + (hidden_module_cases() if extended else [])):
         looped = yield Get(New(f"{HERE}:looped_stand_in", (C, H, L)))
         fused = yield Get(New(f"{HERE}:fused_stand_in", (C, H, L)))
@@ -287,7 +297,7 @@ def check_copy_heads_into(extended: bool = False, seed: int = 0):
         yield from load(looped, weights)
         yield from load(fused, fused_weights(C, seed + i + 5000))
         looped_before, before = (yield State(looped)), (yield State(fused))
-        result = yield Call(CANDIDATE, (looped, fused))
+        result = yield from judged.call(Call(CANDIDATE, (looped, fused)))
         if result != fused:
             raise CheckError("wrong-type", "copy_heads_into 应返回传进来的 fused 模块本身。")
         looped_after = yield State(looped)
@@ -295,10 +305,14 @@ def check_copy_heads_into(extended: bool = False, seed: int = 0):
             raise CheckError("modified-input", "copy_heads_into 改动了 looped 的权重。")
         after = yield State(fused)
         outs = qkv_from_heads(weights, H)
-        expect(after.get("qkv.weight"), outs["want"], f"n_embed={C}, n_head={H} 时 fused.qkv.weight", outs["wrong"])
+        judged.add(f"n_embed={C}, n_head={H} 时 fused.qkv.weight", after.get("qkv.weight"), outs["want"],
+                   outs["wrong"])
+        states.append((looped_after, before, after, (yield Get(Attr(fused, "n_head"))), H))
+    judged.decide()
+    for looped_after, before, after, n_head_after, H in states:
         if not _same(after, looped_after, ("proj.weight", "proj.bias")):
             raise CheckError("copy-proj-missing", "fused.proj 的权重或偏置与 looped.proj 不同。")
-        _check_only_weights_copied(before, after, (yield Get(Attr(fused, "n_head"))), H)
+        _check_only_weights_copied(before, after, n_head_after, H)
 
 
 # --- the self-test questions of 第六章 (quiz_head_width, quiz_attention_memory) ---------------
