@@ -65,7 +65,7 @@ def as_flags(overrides: Config) -> list[str]:
 def warn_if_unsealed(config) -> None:
     """Say so when the course asks for sandboxed kernels and this machine cannot give them."""
     reason = sandbox.unavailable_reason()
-    if config.ResilientExecute.get("sandbox", True) and reason:
+    if config.SandboxProvisioner.get("sandbox", True) and reason:
         print(sandbox.FALLBACK_WARNING % reason, file=sys.stderr)
 
 

@@ -20,12 +20,12 @@ import logging
 import os
 import secrets
 import shutil
+import signal
 import stat
 import subprocess
 import sys
 import tempfile
 import threading
-import time
 from collections.abc import Mapping
 from multiprocessing.connection import Connection
 from pathlib import Path
@@ -95,14 +95,25 @@ class ZygoteHandle:
     def alive(self) -> bool:
         return self.proc.poll() is None
 
-    def spawn(self, connection: Mapping, env: dict[str, str], cwd: str, arguments: list[str]) -> ForkedKernel:
-        """A kernel for the notebook in ``cwd`` (``arguments``: the kernel spec's extra ones): its
+    def spawn(self, connection: Mapping, env: dict[str, str], cwd: str, arguments: list[str]) -> int:
+        """A kernel for the notebook in ``cwd`` (``arguments``: the kernel spec's extra ones), its pid: its
         folder's files copied to where the sandbox has ``cwd``, then forked to work there."""
         self.cwd, self.copy = cwd, os.path.join(self.folder, os.path.relpath(cwd, self.anchor))
         os.makedirs(self.copy, exist_ok=True)
         copy_tree(cwd, self.copy)
-        pid = self.ask(op="spawn", connection=dict(connection), env=env, cwd=cwd, arguments=arguments)["pid"]
-        return ForkedKernel(self, pid)
+        return self.ask(op="spawn", connection=dict(connection), env=env, cwd=cwd, arguments=arguments)["pid"]
+
+    def poll(self, pid: int) -> int | None:
+        """The forked kernel's return code, None while it runs (-SIGKILL once its sandbox is gone)."""
+        try:
+            return self.ask(op="poll", pid=pid)["returncode"]
+        except ZygoteLost:   # its sandbox is gone, and the kernel with it
+            return -signal.SIGKILL
+
+    def send_signal(self, pid: int, signum: int) -> None:
+        """Signal the forked kernel and what it started; answered once a killed kernel is gone."""
+        with contextlib.suppress(ZygoteLost):
+            self.ask(op="signal", pid=pid, signum=int(signum))
 
     def end_kernel(self) -> None:
         """Stop every process of the sandbox (the kernel too, if it still runs), copy what it wrote back
@@ -120,44 +131,6 @@ class ZygoteHandle:
             self.proc.kill()  # its PID namespace ends with it: every kernel in there too
             self.proc.wait()
         shutil.rmtree(self.folder, ignore_errors=True)
-
-
-class ForkedKernel:
-    """The parts of :class:`subprocess.Popen` that jupyter_client's LocalProvisioner uses, for a kernel
-    forked by a zygote: each asks the zygote, which only reports or signals."""
-
-    stdin = stdout = stderr = None
-
-    def __init__(self, zygote: ZygoteHandle, pid: int):
-        self.zygote, self.pid = zygote, pid
-        self.returncode: int | None = None
-
-    def poll(self) -> int | None:
-        if self.returncode is None:
-            try:
-                self.returncode = self.zygote.ask(op="poll", pid=self.pid)["returncode"]
-            except ZygoteLost:  # its sandbox is gone, and the kernel with it
-                self.returncode = -9
-        return self.returncode
-
-    def wait(self, timeout: float | None = None) -> int:
-        deadline = None if timeout is None else time.monotonic() + timeout
-        while self.poll() is None:
-            if deadline is not None and time.monotonic() > deadline:
-                raise subprocess.TimeoutExpired("forked kernel", timeout)
-            time.sleep(0.02)
-        return self.returncode
-
-    def send_signal(self, signum: int) -> None:
-        if self.poll() is None:
-            with contextlib.suppress(ZygoteLost):
-                self.zygote.ask(op="signal", pid=self.pid, signum=int(signum))
-
-    def kill(self) -> None:
-        self.send_signal(9)
-
-    def terminate(self) -> None:
-        self.send_signal(15)
 
 
 class ZygotePool:

@@ -21,20 +21,19 @@ import stat
 from pathlib import Path
 
 from nbclient.exceptions import CellTimeoutError, DeadKernelError
-from nbclient.util import run_sync
 from nbformat import NotebookNode
 from nbgrader.preprocessors import DeduplicateIds, Execute
 from nbgrader.utils import is_grade, is_solution
-from traitlets import Bool, Enum, Int, Unicode, default
+from traitlets import Bool, Enum, Unicode, default
+from traitlets.config import Config
 
-from utils import GRADING_BACKEND
 from utils.checks.errors import CheckError
 
 from . import edition
 from .judge import Judge, kernel_ask
 from .kernel_channel import KernelLied
 from .kernel_pool import copy_file, opened_folder
-from .provisioner import sandboxed
+from .provisioner import grading_kernels
 
 TIMEOUT_ENAME = "CellTimeoutError"
 
@@ -81,14 +80,6 @@ class ResilientExecute(Execute):
     bwrap, or not sandboxed). Limits: ``c.GradingLimits`` (autograder/limits.py).
     """
 
-    sandbox = Bool(True, help="Run the kernels in bubblewrap (autograder/sandbox.py); where bwrap cannot "
-                              "run, each kernel warns and runs unsandboxed.").tag(config=True)
-    fork_kernels = Bool(True, help="Fork the sandboxed kernels from a zygote that imported torch once "
-                                   "(see autograder/kernel_pool.py).").tag(config=True)
-    course_package = Unicode("", help="The folder of the course package the grading kernels import (read-only "
-                                      "in the sandbox, its parent first on their PYTHONPATH). Empty: the "
-                                      "installed utils package.").tag(config=True)
-    draw_figures = Bool(False, help="Render the notebook's figures (see utils/grading_backend.py).").tag(config=True)
     kernel_edition = Enum(["class", "full"], "class", help="What the grading kernels import: the class edition "
                           "with the answers of the sections before the graded one only (built once per version "
                           "of the course, into edition_cache), or the full course package.").tag(config=True)
@@ -99,32 +90,24 @@ class ResilientExecute(Execute):
     def _default_edition_cache(self) -> str:
         return str(Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "attention-course"
                    / "class-edition")
-    kernel_threads = Int(1, help="torch's threads in a grading kernel (OMP_NUM_THREADS): a graded notebook's "
-                                 "tensors are small, and a second thread's spin-wait takes the core the grading "
-                                 "process or another kernel needs.").tag(config=True)
     judge_tests = Bool(True, help="Decide each graded test cell outside the kernel (autograder/judge.py): the "
                                   "kernel only runs the student's code. False runs test cells in the kernel, as "
                                   "plain nbgrader does.").tag(config=True)
+
+    _edition: str | None = None   # the folder of the class edition the kernels import, if they do
 
     @functools.cached_property
     def judge(self) -> Judge:
         return Judge(parent=self)
 
     def create_kernel_manager(self):
-        """nbclient's kernel manager, whose kernels the course's provisioner starts (autograder/provisioner.py)."""
-        km = sandboxed(super().create_kernel_manager(), sandbox=self.sandbox, fork=self.fork_kernels,
-                       course_package=self.course_package)
+        """nbclient's kernel manager, whose kernels the course's provisioner starts (autograder/provisioner.py),
+        importing the class edition where one is used."""
+        km = grading_kernels(super().create_kernel_manager())
         km.log = self.log   # the provisioner's warnings go to nbgrader's log
+        if self._edition:
+            km.update_config(Config({"SandboxProvisioner": {"course_package": self._edition}}))
         return km
-
-    async def async_start_new_kernel(self, **kwargs):
-        env = {**kwargs.get("env", os.environ), "OMP_NUM_THREADS": str(self.kernel_threads),
-               "MKL_NUM_THREADS": str(self.kernel_threads)}
-        if not self.draw_figures:
-            env["MPLBACKEND"] = GRADING_BACKEND
-        await super().async_start_new_kernel(**{**kwargs, "env": env})
-
-    start_new_kernel = run_sync(async_start_new_kernel)  # nbclient binds its own at class creation
 
     def preprocess(self, nb, resources=None, km=None):
         self._use_class_edition((resources or {}).get("nbgrader", {}).get("assignment"))
@@ -144,10 +127,12 @@ class ResilientExecute(Execute):
                     self._tidy(folder)
 
     def _use_class_edition(self, section: str | None) -> None:
-        """Grading kernels import the class edition that holds no answer of the graded section or later."""
-        if self.kernel_edition != "class" or self.course_package or section is None:
+        """Grading kernels import the class edition that holds no answer of the graded section or later
+        (unless c.SandboxProvisioner.course_package names a course package)."""
+        self._edition = None
+        if self.kernel_edition != "class" or "course_package" in self.config.SandboxProvisioner or section is None:
             return
-        self.course_package = edition.for_grading(edition.section_before(section), Path(self.edition_cache))
+        self._edition = str(edition.for_grading(edition.section_before(section), Path(self.edition_cache)))
 
     def _tidy(self, folder: str) -> None:
         """Make safe for nbgrader what the kernel left in the notebook's folder (see :func:`tidy`)."""

@@ -23,7 +23,7 @@ from autograder.config import configure
 from autograder.edition import for_grading
 from autograder.kernel_pool import ZygotePool
 from autograder.preprocessors import ResilientExecute
-from autograder.provisioner import SandboxProvisioner, sandboxed
+from autograder.provisioner import SandboxProvisioner, grading_kernels
 
 needs_bwrap = pytest.mark.needs("bwrap")
 LAUNCHER = ["-m", "ipykernel_launcher", "-f", "{connection_file}"]
@@ -69,7 +69,8 @@ print(json.dumps({"tmp": sorted(os.listdir('/tmp')), "shm": sorted(os.listdir('/
 def grading_kernel_manager(**provisioner) -> AsyncKernelManager:
     """jupyter_client's own kernel manager, as ResilientExecute configures it (``provisioner``: the
     provisioner's traits; by default, forked in the sandbox)."""
-    return sandboxed(AsyncKernelManager(kernel_name="python3"), **provisioner)
+    config = Config({"SandboxProvisioner": provisioner})
+    return grading_kernels(AsyncKernelManager(kernel_name="python3", config=config))
 
 
 async def _run(code: str, cwd: str, env: dict | None = None, **provisioner) -> str:
@@ -105,14 +106,14 @@ def fresh_pool(monkeypatch):
     pool.close()
 
 
-def test_grading_kernels_come_from_the_registered_provisioner_configured_by_the_kernelspec():
+def test_grading_kernels_come_from_the_registered_provisioner_configured_by_the_course():
     """The sandbox is owned by one class on jupyter_client's documented seam: a kernel provisioner, found by
-    the entry point pyproject.toml registers, its traits from the kernelspec's provisioner config, under
-    jupyter_client's own kernel manager; nothing of ours overrides a private method."""
+    the entry point pyproject.toml registers, its traits from the course's configuration (through its
+    kernel manager's), under jupyter_client's own kernel manager; nothing of ours overrides a private method."""
     from jupyter_client.provisioning import KernelProvisionerFactory
     config = Config()
     configure(config)
-    config.ResilientExecute.update(fork_kernels=False, course_package="/edition/utils")
+    config.SandboxProvisioner.update(fork=False, course_package="/edition/utils")
     km = ResilientExecute(config=config, kernel_name="python3").create_kernel_manager()
     assert type(km) is AsyncKernelManager
     factory = KernelProvisionerFactory.instance()

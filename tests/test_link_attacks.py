@@ -152,7 +152,7 @@ def grade_in_parallel(course: Course, monkeypatch) -> list[str]:
 @pytest.mark.needs("bwrap")
 @pytest.mark.parametrize("run, config", [
     (autograde, ""),                                                   # forked kernels (the default)
-    (grade_in_parallel, "c.ResilientExecute.fork_kernels = False\n"),  # each kernel started by bwrap
+    (grade_in_parallel, "c.SandboxProvisioner.fork = False\n"),      # each kernel started by bwrap
 ], ids=["nbgrader-autograde-forked", "autograder-grade-bwrap"])
 def test_links_planted_by_a_submission_reach_nothing_outside_it(run, config, tmp_path, monkeypatch):
     course = make_course(tmp_path / "course", config)
