@@ -7,7 +7,7 @@ A zygote's sandbox is the one a kernel started by bwrap would get (autograder/sa
 the notebooks' folders (``Layout.anchor_of``), into which each notebook's folder is copied before
 its kernel is forked, and from which what the kernel wrote is copied back once every process of the
 sandbox has been stopped (the zygote's sweep), before the zygote clears its sandbox for the next
-kernel. Both copies take regular files and folders only and follow no link (:func:`copy_tree`): the
+kernel. Both copies take regular files and folders only and follow no link (:func:`tree.copy_tree`): the
 kernel may have planted links to anything the grader can write. A zygote that died, hangs or could
 not start is dropped from the pool; where none can start, the provisioner starts kernels with bwrap.
 """
@@ -18,10 +18,8 @@ import contextlib
 import json
 import logging
 import os
-import secrets
 import shutil
 import signal
-import stat
 import subprocess
 import sys
 import tempfile
@@ -31,6 +29,7 @@ from multiprocessing.connection import Connection
 from pathlib import Path
 
 from .sandbox import Layout
+from .tree import copy_tree
 
 ZYGOTE = Path(__file__).with_name("zygote.py")
 READY_SECONDS = 120   # the zygote imports torch and matplotlib
@@ -184,82 +183,3 @@ def forkable(argv: list[str]) -> bool:
     python = sys.executable if argv and argv[0] in bare else shutil.which(argv[0]) if argv else None
     return (python is not None and os.path.realpath(python) == os.path.realpath(sys.executable)
             and argv[1:] == ["-m", "ipykernel_launcher", "-f", "{connection_file}"])
-
-
-def copy_tree(source: str, target: str) -> list[str]:
-    """Copy the folders and the new or changed regular files of ``source`` into ``target``
-    (keeping modes and times); log a warning naming what it left out, and return it (sorted): links,
-    FIFOs, sockets and devices, and what a non-folder or a link in ``target`` stands in the way of.
-
-    No link is followed on either side (either side may be a kernel's work): each folder is
-    opened beneath its parent with ``O_NOFOLLOW``, and each file is written anew under a name of
-    its own and renamed over its destination, so it never writes into a file that is there.
-    """
-    left_out: list[str] = []
-    try:
-        with opened_folder(source) as src, opened_folder(target) as dst:
-            _copy_folder(src, dst, "", left_out)
-    except OSError:
-        left_out.append(".")
-    if left_out:
-        log.warning("not copied from %s to %s (only regular files and folders are, never through a link): %s",
-                    source, target, ", ".join(sorted(left_out)))
-    return sorted(left_out)
-
-
-def _copy_folder(src: int, dst: int, where: str, left_out: list[str]) -> None:
-    with os.scandir(src) as entries:
-        entries = list(entries)
-    for entry in entries:
-        path = os.path.join(where, entry.name)
-        try:
-            mode = entry.stat(follow_symlinks=False).st_mode
-            if stat.S_ISDIR(mode):
-                with contextlib.suppress(FileExistsError):
-                    os.mkdir(entry.name, stat.S_IMODE(mode) | stat.S_IRWXU, dir_fd=dst)
-                with opened_folder(entry.name, src) as inner_src, opened_folder(entry.name, dst) as inner_dst:
-                    _copy_folder(inner_src, inner_dst, path, left_out)
-            elif not stat.S_ISREG(mode):
-                left_out.append(path)
-            elif _differs(entry.stat(follow_symlinks=False), entry.name, dst):
-                copy_file(entry.name, src, dst)
-        except OSError:
-            left_out.append(path)
-
-
-@contextlib.contextmanager
-def opened_folder(path: str, parent: int | None = None):
-    """A folder's descriptor; ``path`` must be a folder, not a link to one."""
-    fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW, dir_fd=parent)
-    try:
-        yield fd
-    finally:
-        os.close(fd)
-
-
-def _differs(source: os.stat_result, name: str, dst: int) -> bool:
-    try:
-        target = os.stat(name, dir_fd=dst, follow_symlinks=False)
-    except FileNotFoundError:
-        return True
-    return not stat.S_ISREG(target.st_mode) or (target.st_size, target.st_mtime_ns) != (source.st_size,
-                                                                                      source.st_mtime_ns)
-
-
-def copy_file(name: str, src: int, dst: int) -> None:
-    """``name`` from folder ``src`` to folder ``dst``: written as a new file, renamed into place."""
-    partial = f".copying-{secrets.token_hex(8)}"
-    with os.fdopen(os.open(name, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK, dir_fd=src), "rb") as reader:
-        info = os.fstat(reader.fileno())
-        if not stat.S_ISREG(info.st_mode):  # swapped since it was listed
-            raise OSError(f"{name} is no regular file")
-        with os.fdopen(os.open(partial, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600,
-                               dir_fd=dst), "wb") as writer:
-            shutil.copyfileobj(reader, writer)
-            os.fchmod(writer.fileno(), stat.S_IMODE(info.st_mode))
-            os.utime(writer.fileno(), ns=(info.st_atime_ns, info.st_mtime_ns))
-    try:
-        os.rename(partial, name, src_dir_fd=dst, dst_dir_fd=dst)
-    except OSError:
-        os.unlink(partial, dir_fd=dst)
-        raise

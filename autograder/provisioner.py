@@ -5,10 +5,12 @@ kernel on unix sockets of its own (jupyter_client's ``ipc`` transport) and wraps
 sandbox (autograder/sandbox.py), unless a zygote will fork it; ``launch_kernel`` forks it from that
 zygote (autograder/kernel_pool.py) or execs the command; a forked kernel is no child of the grader,
 so the provisioner's ``poll``, ``wait``, ``send_signal``, ``kill`` and ``terminate`` ask its zygote;
-``cleanup`` ends it (a forked kernel's sandbox is swept and what it wrote copied back) and removes its
-sockets. It is found by the entry point pyproject.toml registers, named by the kernel specs of
-:class:`GradingKernelSpecs`; its switches are its own traits (``c.SandboxProvisioner.fork``, …), read
-from its kernel manager's configuration, its limits from ``c.GradingLimits`` (autograder/limits.py).
+``cleanup`` ends it (a forked kernel's sandbox is swept and what it wrote copied back), makes its
+notebook's folder safe for nbgrader to write and copy (:func:`tree.remove_link_hazards`, whichever way
+the kernel ran: forked, started by bwrap or unsandboxed) and removes its sockets. It is found by the
+entry point pyproject.toml registers, named by the kernel specs of :class:`GradingKernelSpecs`; its
+switches are its own traits (``c.SandboxProvisioner.fork``, …), read from its kernel manager's
+configuration, its limits from ``c.GradingLimits`` (autograder/limits.py).
 
 Where bwrap is missing or the kernel refuses user namespaces, each kernel logs a warning and runs
 unsandboxed, still on unix sockets: TCP ports are picked by the grader, freed and handed to the
@@ -35,7 +37,7 @@ from traitlets import Bool, Int, Unicode
 
 from utils import GRADING_BACKEND
 
-from . import kernel_channel, kernel_pool, sandbox
+from . import kernel_channel, kernel_pool, sandbox, tree
 from .kernel_pool import ZygoteHandle, ZygoteLost, forkable
 from .limits import GradingLimits
 from .sandbox import Layout
@@ -62,12 +64,14 @@ class SandboxProvisioner(LocalProvisioner):
     zygote: ZygoteHandle | None = None   # the zygote that forks this kernel
     forked: int | None = None            # the forked kernel's pid, until it has been waited for
     sockets = ""                         # this kernel's folder of unix sockets
+    workdir: str | None = None           # the notebook's folder the kernel works in, if its client named one
 
     async def pre_launch(self, **kw) -> dict:
         km = self.parent
         if not self.sockets:   # a restart keeps its connection file, so its sockets' paths
             self.sockets = tempfile.mkdtemp(prefix="k-", dir=sandbox.socket_root())
             km.transport, km.ip = "ipc", os.path.join(self.sockets, "s")   # the sockets: s-1 … s-5
+        self.workdir = kw.get("cwd")
         kw = await super().pre_launch(**kw)   # the connection file; the kernel spec's command
         self.layout = Layout.here(self.course_package)
         if not self._sealed():
@@ -133,6 +137,9 @@ class SandboxProvisioner(LocalProvisioner):
         if self.zygote is not None:
             self.zygote.end_kernel()
             self.zygote = self.forked = None
+        if self.workdir and (changed := tree.remove_link_hazards(self.workdir)):
+            self.log.warning("in %s, removed what grading must not follow or open (links, FIFOs, sockets, devices) "
+                             "or gave a hard-linked file a copy of its own: %s", self.workdir, ", ".join(changed))
         if not restart and self.sockets:
             shutil.rmtree(self.sockets, ignore_errors=True)
             self.sockets = ""
