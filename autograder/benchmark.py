@@ -47,7 +47,7 @@ from utils import reference
 
 from .build import ROOT, section_ids
 from .config import RELEASE_DIR, SOURCE_DIR
-from .execute import execute
+from .run_all import run_all
 from .grade import child_env, nbgrader_cmd
 from .notebook_format import cell_kind, exercises, grade_id, read
 
@@ -68,7 +68,7 @@ def notebook_rows(kind: str) -> Iterator[Row]:
     """Wall time of every notebook of ``solutions`` or ``notebooks``, then their sum."""
     total = 0.0
     for section in section_ids():
-        seconds = execute(ROOT / kind / section / f"{section}.ipynb", allow_errors=kind == RELEASE_DIR).seconds
+        seconds = run_all(ROOT / kind / section / f"{section}.ipynb", allow_errors=kind == RELEASE_DIR).seconds
         total += seconds
         yield Row(f"{kind}/{section}", f"{seconds:.1f} 秒")
     yield Row(f"{kind}/ 合计", f"{total:.1f} 秒")

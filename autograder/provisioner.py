@@ -3,7 +3,7 @@
 :class:`SandboxProvisioner` owns a grading kernel from launch to cleanup. ``pre_launch`` puts the
 kernel on unix sockets of its own (jupyter_client's ``ipc`` transport) and wraps its command in the
 sandbox (autograder/sandbox.py), unless a zygote will fork it; ``launch_kernel`` forks it from that
-zygote (autograder/kernel_pool.py) or execs the command; a forked kernel is no child of the grader,
+zygote (autograder/zygote_pool.py) or execs the command; a forked kernel is no child of the grader,
 so the provisioner's ``poll``, ``wait``, ``send_signal``, ``kill`` and ``terminate`` ask its zygote;
 ``cleanup`` ends it (a forked kernel's sandbox is swept and what it wrote copied back), makes its
 notebook's folder safe for nbgrader to write and copy (:func:`tree.remove_link_hazards`, whichever way
@@ -37,10 +37,10 @@ from traitlets import Bool, Int, Unicode
 
 from utils import GRADING_BACKEND
 
-from . import kernel_channel, kernel_pool, sandbox, tree
-from .kernel_pool import ZygoteHandle, ZygoteLost, forkable
+from . import kernel_channel, zygote_pool, sandbox, tree
+from .zygote_pool import ZygoteHandle, ZygoteLost, forkable
 from .limits import GradingLimits
-from .sandbox import Layout
+from .sandbox import SandboxLayout
 
 PROVISIONER = "attention-course-sandbox"   # its entry point (pyproject.toml)
 POLL_SECONDS = 0.02   # how often ``wait`` asks a forked kernel's zygote whether it has ended
@@ -52,7 +52,7 @@ class SandboxProvisioner(LocalProvisioner):
     sandbox = Bool(True, help="Run the kernel in bubblewrap where it can run (autograder/sandbox.py); "
                               "elsewhere it runs unsandboxed, with a warning.").tag(config=True)
     fork = Bool(True, help="Fork the sandboxed kernel from a zygote that imported torch and matplotlib once "
-                           "per grading process (autograder/kernel_pool.py), where the spec starts this "
+                           "per grading process (autograder/zygote_pool.py), where the spec starts this "
                            "Python's ipykernel: about half of what a submission used to cost. Between two "
                            "kernels the zygote clears its sandbox (autograder/zygote.py). False starts every "
                            "kernel on its own in bwrap.").tag(config=True)
@@ -60,7 +60,7 @@ class SandboxProvisioner(LocalProvisioner):
                                       "the sandbox, its parent first on the kernel's PYTHONPATH. Empty: "
                                       "the installed utils package.").tag(config=True)
 
-    layout: Layout
+    layout: SandboxLayout
     zygote: ZygoteHandle | None = None   # the zygote that forks this kernel
     forked: int | None = None            # the forked kernel's pid, until it has been waited for
     sockets = ""                         # this kernel's folder of unix sockets
@@ -73,7 +73,7 @@ class SandboxProvisioner(LocalProvisioner):
             km.transport, km.ip = "ipc", os.path.join(self.sockets, "s")   # the sockets: s-1 … s-5
         self.workdir = kw.get("cwd")
         kw = await super().pre_launch(**kw)   # the connection file; the kernel spec's command
-        self.layout = Layout.here(self.course_package)
+        self.layout = SandboxLayout.here(self.course_package)
         if not self._sealed():
             kw["env"]["PYTHONPATH"] = os.pathsep.join(filter(None, [self.layout.import_root,
                                                                     kw["env"].get("PYTHONPATH")]))
@@ -81,7 +81,7 @@ class SandboxProvisioner(LocalProvisioner):
         kw["env"], kw["cwd"] = self.layout.environment(kw["env"]), os.path.realpath(kw.get("cwd") or os.getcwd())
         if self.fork and forkable(self.kernel_spec.argv):
             limits = GradingLimits(parent=self)
-            self.zygote = kernel_pool.POOL.acquire(kw["env"], self.layout.anchor_of(kw["cwd"]), self.layout,
+            self.zygote = zygote_pool.POOL.acquire(kw["env"], self.layout.anchor_of(kw["cwd"]), self.layout,
                                                    limits.memory_mb, limits.max_processes)
         if self.zygote is None:
             kw["cmd"] = self._in_bwrap(kw["cmd"], kw["cwd"], kw["env"])

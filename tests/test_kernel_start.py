@@ -24,7 +24,7 @@ STOCK_FRAMES = 5
 RECORD_STACKS = """
 import json as _json, traceback as _traceback
 import jupyter_client.provisioning.local_provisioner as _local
-from autograder import kernel_pool as _pool
+from autograder import zygote_pool as _pool
 
 def _recorded(start):
     def recording(*args, **kwargs):

@@ -4,7 +4,7 @@ in autograded/ or feedback/, the source notebook reaches no feedback, and genera
 
 A kernel cannot reach the course directory itself (autograder/sandbox.py), but code on the host
 side works in the notebook's folder after it: the forked kernels' copy back
-(autograder/kernel_pool.py), nbgrader writing the graded notebook and copying the folder's other
+(autograder/zygote_pool.py), nbgrader writing the graded notebook and copying the folder's other
 files, generate_feedback copying them again. Each student carries one attack; the attacks that need
 two kernels hang their first one (the cell times out and runs again in a fresh kernel,
 autograder/preprocessors.py), which keeps a marker file in the folder to know it is the second.

@@ -56,7 +56,7 @@ def test_the_sandbox_runs_its_command_without_network_and_under_the_limits(tmp_p
         time.sleep(0.01)
     assert free.count("REACHED") == 2 and listener.received == [b"stolen"] * 2, "outside the sandbox, it is reached"
     listener.received.clear()
-    argv = sandbox.Layout.here().bwrap(program, (str(tmp_path), str(tmp_path)), os.environ, memory_mb=300,
+    argv = sandbox.SandboxLayout.here().bwrap(program, (str(tmp_path), str(tmp_path)), os.environ, memory_mb=300,
                                        max_processes=7, sockets=str(tmp_path))
     sealed = subprocess.run(argv, capture_output=True, text=True, check=True).stdout
     limits = (sandbox.within_hard_limit(resource.RLIMIT_AS, 300 * 1024 * 1024),

@@ -1,5 +1,5 @@
 """Grading kernels started by the course's provisioner (autograder/provisioner.py): forked from a
-zygote (autograder/kernel_pool.py, autograder/zygote.py) they are the kernels bwrap would start, nothing
+zygote (autograder/zygote_pool.py, autograder/zygote.py) they are the kernels bwrap would start, nothing
 of one kernel reaches the next one forked from the same zygote, and every kernel imports the course
 package from the layout's folder."""
 from __future__ import annotations
@@ -18,10 +18,10 @@ import pytest
 from jupyter_client.manager import AsyncKernelManager
 from traitlets.config import Config
 
-from autograder import kernel_pool, zygote
+from autograder import zygote_pool, zygote
 from autograder.config import configure
 from autograder.edition import for_grading
-from autograder.kernel_pool import ZygotePool
+from autograder.zygote_pool import ZygotePool
 from autograder.preprocessors import ResilientExecute
 from autograder.provisioner import SandboxProvisioner, grading_kernels
 
@@ -101,7 +101,7 @@ def last_json(text: str) -> dict:
 @pytest.fixture
 def fresh_pool(monkeypatch):
     pool = ZygotePool()
-    monkeypatch.setattr(kernel_pool, "POOL", pool)
+    monkeypatch.setattr(zygote_pool, "POOL", pool)
     yield pool
     pool.close()
 
@@ -141,7 +141,7 @@ def test_the_zygote_refuses_to_run_in_the_graders_pid_namespace():
     (["R", "--slave", "-e", "IRkernel::main()", "--args", "{connection_file}"], False),
 ])
 def test_only_this_pythons_ipykernel_is_forked(argv, forkable):
-    assert kernel_pool.forkable(argv) is forkable
+    assert zygote_pool.forkable(argv) is forkable
 
 
 @pytest.mark.slow
@@ -220,7 +220,7 @@ def test_a_lost_zygote_is_replaced(tmp_path, fresh_pool):
 def test_where_no_zygote_starts_kernels_start_in_bwrap(tmp_path, fresh_pool, monkeypatch, caplog):
     broken = tmp_path / "zygote.py"
     broken.write_text("raise SystemExit('cannot start')")
-    monkeypatch.setattr(kernel_pool, "ZYGOTE", broken)
+    monkeypatch.setattr(zygote_pool, "ZYGOTE", broken)
     with caplog.at_level(logging.WARNING):
         observed = last_json(run(OBSERVE, tmp_path))
     assert not observed["preloaded"] and observed["files"] == ["zygote.py"]

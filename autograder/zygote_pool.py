@@ -3,8 +3,8 @@ matplotlib once, from which each kernel is forked (autograder/zygote.py runs in 
 the grader's side, used by autograder/provisioner.py).
 
 A zygote's sandbox is the one a kernel started by bwrap would get (autograder/sandbox.py's
-:class:`Layout`), but for its working folder: a folder of this process bound where the sandbox has
-the notebooks' folders (``Layout.anchor_of``), into which each notebook's folder is copied before
+:class:`SandboxLayout`), but for its working folder: a folder of this process bound where the sandbox has
+the notebooks' folders (``SandboxLayout.anchor_of``), into which each notebook's folder is copied before
 its kernel is forked, and from which what the kernel wrote is copied back once every process of the
 sandbox has been stopped (the zygote's sweep), before the zygote clears its sandbox for the next
 kernel. Both copies take regular files and folders only and follow no link (:func:`tree.copy_tree`): the
@@ -28,7 +28,7 @@ from collections.abc import Mapping
 from multiprocessing.connection import Connection
 from pathlib import Path
 
-from .sandbox import Layout
+from .sandbox import SandboxLayout
 from .tree import copy_tree
 
 ZYGOTE = Path(__file__).with_name("zygote.py")
@@ -46,7 +46,7 @@ class ZygoteHandle:
     """The grader's side of one zygote in its own sandbox: the process, and the connections to talk
     to it (one JSON object per message, framed by multiprocessing.connection)."""
 
-    def __init__(self, env: dict[str, str], anchor: str, layout: Layout, memory_mb: int, max_processes: int):
+    def __init__(self, env: dict[str, str], anchor: str, layout: SandboxLayout, memory_mb: int, max_processes: int):
         self.key = (tuple(sorted(env.items())), anchor, layout, memory_mb, max_processes)
         self.anchor = anchor
         self.folder = tempfile.mkdtemp(prefix="grading-submission-")   # bound at ``anchor``
@@ -141,7 +141,7 @@ class ZygotePool:
         self.broken: set[tuple] = set()   # sandboxes where no zygote could start
         self.lock = threading.Lock()
 
-    def acquire(self, env: dict[str, str], anchor: str, layout: Layout, memory_mb: int,
+    def acquire(self, env: dict[str, str], anchor: str, layout: SandboxLayout, memory_mb: int,
                 max_processes: int) -> ZygoteHandle | None:
         """An idle zygote for such a sandbox, started if there is none; None where none can start (the
         caller starts its kernel with bwrap). It is the caller's until its ``end_kernel``."""
