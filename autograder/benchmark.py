@@ -7,8 +7,8 @@
   with nbgrader's own defaults (only the folder names configured: a fresh kernel per submission,
   figures rendered, no sandbox, no fork; what an instructor would otherwise run), sequential
   ``nbgrader autograde`` with the course's configuration, and ``python -m autograder.grade`` (also
-  with every kernel started on its own, ``fork_kernels = False``, and with the figures rendered,
-  ``draw_figures = True``), with the ratios of the latter to both; and ``autograder.grade`` on a
+  with every kernel started on its own, ``c.SandboxProvisioner.fork = False``, and with the figures rendered,
+  ``c.GradingKernelSpecs.draw_figures = True``), with the ratios of the latter to both; and ``autograder.grade`` on a
   whole class (``--class-size``); the three runs the ratios compare are measured in ``--repeats`` rounds (medians);
 * the floor of one submission: start a kernel and ``import torch``.
 
@@ -48,7 +48,7 @@ from utils.sections import section_ids
 
 from .build import ROOT
 from .config import RELEASE_DIR, SOURCE_DIR
-from .execute import execute
+from .run_all import run_all
 from .grade import child_env, nbgrader_cmd
 from .notebook_format import cell_kind, exercises, grade_id, read
 
@@ -69,7 +69,7 @@ def notebook_rows(kind: str) -> Iterator[Row]:
     """Wall time of every notebook of ``solutions`` or ``notebooks``, then their sum."""
     total = 0.0
     for section in section_ids(ROOT / SOURCE_DIR):
-        seconds = execute(ROOT / kind / section / f"{section}.ipynb", allow_errors=kind == RELEASE_DIR).seconds
+        seconds = run_all(ROOT / kind / section / f"{section}.ipynb", allow_errors=kind == RELEASE_DIR).seconds
         total += seconds
         yield Row(f"{kind}/{section}", f"{seconds:.1f} 秒")
     yield Row(f"{kind}/ 合计", f"{total:.1f} 秒")
@@ -143,17 +143,18 @@ def per_minute(students: int, seconds: float) -> str:
 
 # autograder.grade runs timed besides the course's configuration: name -> lines added to it
 GRADING_VARIANTS = {"": "",
-                    "，内核不 fork": "c.ResilientExecute.fork_kernels = False\n",
-                    "，渲染演示图": "c.ResilientExecute.draw_figures = True\n"}
+                    "，内核不 fork": "c.SandboxProvisioner.fork = False\n",
+                    "，渲染演示图": "c.GradingKernelSpecs.draw_figures = True\n"}
 
 
 def grading_rows(sections: list[str], students: int, jobs: int, class_size: int, repeats: int) -> Iterator[Row]:
     """Submissions per minute for each section: plain nbgrader (its own defaults), sequential nbgrader
     with the course's configuration and autograder.grade, the latter also with kernels started one by
-    one (``fork_kernels = False``), with the figures rendered (``draw_figures = True``), and for a whole
-    class (start-up shared by more students); and how many times faster autograder.grade is. The three runs the
-    ratios compare are measured in ``repeats`` rounds (the same run on this machine varies by up to 20 %): each
-    time is the median over the rounds, each ratio the median of the rounds' ratios."""
+    one (``c.SandboxProvisioner.fork = False``), with the figures rendered
+    (``c.GradingKernelSpecs.draw_figures = True``), and for a whole class (start-up shared by more
+    students); and how many times faster autograder.grade is. The three runs the ratios compare are
+    measured in ``repeats`` rounds (the same run on this machine varies by up to 20 %): each time is the
+    median over the rounds, each ratio the median of the rounds' ratios."""
     median = f"，{repeats} 轮的中位数" if repeats > 1 else ""
     parallel_cmd = [sys.executable, "-m", "autograder.grade", "--jobs", str(jobs)]
     with tempfile.TemporaryDirectory() as tmp:

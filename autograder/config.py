@@ -53,24 +53,11 @@ def configure(c, course_root: str | None = None) -> None:
     # notebook is kept and graded as the released notebook with a note, pasted cell ids are repaired,
     # and grading that raises is tried once more; the same for nbgrader autograde and autograder.grade.
     c.Autograde.exporter_class = "autograder.submission.SubmissionExporter"
-    # Student code runs in kernels sealed by bubblewrap (autograder/sandbox.py), started by the
-    # course's kernel provisioner (autograder/provisioner.py): no access to solutions/, the gradebook,
-    # other students or the grader; without bwrap it warns and runs unsandboxed (docs/instructor_guide.md
-    # §6.3). Only grading: learners' JupyterLab is not.
-    c.ResilientExecute.sandbox = True
-    # Each sandboxed kernel is forked from a zygote that imported torch and matplotlib once per
-    # grading process (autograder/kernel_pool.py): about half of what a submission used to cost.
-    # Between two kernels the zygote clears its sandbox (autograder/zygote.py). False starts every
-    # kernel on its own in bwrap.
-    c.ResilientExecute.fork_kernels = True
-    # Each sandbox (a kernel and all it starts) has no network and the limits of c.GradingLimits
-    # (autograder/limits.py, where their values are): address space per process, processes plus
-    # threads, and for python -m autograder.grade the wall clock of a whole submission.
-    # Figures are not rendered at grading time (utils/grading_backend.py), and the course's demo
-    # figures not even built (@demo_figure, utils/plotting.py): they say nothing about the student,
-    # and building and rendering them was more than half of grading a figure-heavy section (README's
-    # benchmark). True builds and renders them and puts them back into the feedback.
-    c.ResilientExecute.draw_figures = False
+    # Student code runs in kernels sealed by bubblewrap (autograder/sandbox.py), each forked from a zygote
+    # that imported torch once, started by the course's kernel provisioner (autograder/provisioner.py:
+    # c.SandboxProvisioner.sandbox, .fork, .course_package), with the limits of c.GradingLimits
+    # (autograder/limits.py) and no figure rendered (c.GradingKernelSpecs.draw_figures). Only grading:
+    # learners' JupyterLab is not sandboxed.
     # Execution that survives a killed or hung kernel and whose graded test cells are decided by the
     # judge outside the kernel (c.ResilientExecute.judge_tests, autograder/judge.py; each check with a
     # fresh seed unless c.Judge.seed is set); otherwise nbgrader's own autograde pipeline.

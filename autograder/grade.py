@@ -64,8 +64,10 @@ def as_flags(overrides: Config) -> list[str]:
 
 def warn_if_unsealed(config) -> None:
     """Say so when the course asks for sandboxed kernels and this machine cannot give them."""
+    from .provisioner import SandboxProvisioner   # jupyter_client: only now
+
     reason = sandbox.unavailable_reason()
-    if config.ResilientExecute.get("sandbox", True) and reason:
+    if SandboxProvisioner(config=config).sandbox and reason:
         print(sandbox.FALLBACK_WARNING % reason, file=sys.stderr)
 
 

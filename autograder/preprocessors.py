@@ -1,40 +1,41 @@
-"""nbgrader preprocessors of the course (configured in autograder/config.py).
+"""nbgrader preprocessors of the course (configured in autograder/config.py), one concern each.
 
-* :class:`DeduplicateGradeIds` — nbgrader's ``DeduplicateIds`` without its crash on a
-  duplicated cell.
-* :class:`ResilientExecute` — nbgrader's ``Execute`` with its kernels started by the course's
-  provisioner (autograder/provisioner.py: sandboxed, forked from a zygote) and figures not rendered
-  (utils/grading_backend.py), except that a cell which
-  kills the kernel (``os._exit``, ``exit()``, a crash) or hangs it past the timeout (twice: a
-  timed-out cell is retried once in a fresh kernel; a kernel that ignores the interrupt is
-  killed) no longer fails the whole submission: the cell gets a Chinese error, a fresh kernel
-  replays the cells before it, and grading goes on. After each kernel it removes the links, FIFOs,
-  sockets and devices the kernel left in the notebook's folder, before nbgrader writes or copies
-  anything there (:func:`tidy`).
+* :class:`DeduplicateGradeIds` — nbgrader's ``DeduplicateIds`` without its crash on a duplicated cell.
+
+nbgrader's ``Execute``, in four layers (each a preprocessor of its own; the course's pipeline runs the last):
+
+* :class:`GradingExecute` — its kernels are grading kernels: started by the course's provisioner
+  (autograder/provisioner.py: sandboxed, forked from a zygote, their folder made safe for nbgrader
+  once they end), their messages bounded (autograder/kernel_channel.py);
+* :class:`ClassEditionExecute` — they import the class edition of the course package that holds no
+  answer of the graded section or later (autograder/edition.py);
+* :class:`JudgedExecute` — the graded test cells are decided by the judge outside the kernel
+  (autograder/judge.py);
+* :class:`ResilientExecute` — a cell which kills the kernel (``os._exit``, ``exit()``, a crash), lies
+  in its messages or hangs it past the timeout (twice: a timed-out cell is retried once in a fresh
+  kernel; a kernel that ignores the interrupt is killed) no longer fails the whole submission: the
+  cell gets a Chinese error, a fresh kernel replays the cells before it, and grading goes on.
 """
 from __future__ import annotations
 
 import copy
 import functools
 import os
-import stat
 from pathlib import Path
 
 from nbclient.exceptions import CellTimeoutError, DeadKernelError
-from nbclient.util import run_sync
 from nbformat import NotebookNode
 from nbgrader.preprocessors import DeduplicateIds, Execute
 from nbgrader.utils import is_grade, is_solution
-from traitlets import Bool, Enum, Int, Unicode, default
+from traitlets import Bool, Enum, Unicode, default
+from traitlets.config import Config
 
-from utils import GRADING_BACKEND
 from utils.checks.errors import CheckError
 
 from . import edition
 from .judge import Judge, kernel_ask
 from .kernel_channel import KernelLied
-from .kernel_pool import copy_file, opened_folder
-from .provisioner import sandboxed
+from .provisioner import grading_kernels
 
 TIMEOUT_ENAME = "CellTimeoutError"
 
@@ -61,34 +62,21 @@ def is_test_cell(cell) -> bool:
     return cell.cell_type == "code" and is_grade(cell) and not is_solution(cell)
 
 
-class _FreshKernel(Exception):
-    """Ends a pass over the notebook: go on in a fresh kernel from cell ``resume`` (the kernel was lost, or a
-    cell timed out once and is tried again)."""
+class GradingExecute(Execute):
+    """nbgrader's Execute whose kernels are grading kernels (autograder/provisioner.py): its kernel
+    manager is jupyter_client's own, configured by :func:`~autograder.provisioner.grading_kernels`;
+    the provisioner's warnings go to this preprocessor's log. Limits: ``c.GradingLimits``."""
 
-    def __init__(self, resume: int):
-        super().__init__(resume)
-        self.resume = resume
+    def create_kernel_manager(self):
+        km = grading_kernels(super().create_kernel_manager())
+        km.log = self.log
+        return km
 
 
-class ResilientExecute(Execute):
-    """Execute every cell; survive a cell that kills or hangs the kernel.
+class ClassEditionExecute(GradingExecute):
+    """Grading kernels import the class edition that holds no answer of the graded section or later
+    (unless ``c.SandboxProvisioner.course_package`` names a course package)."""
 
-    Only public seams of nbconvert's ExecutePreprocessor: ``preprocess`` runs the notebook in
-    one kernel and calls ``preprocess_cell`` for each cell. A cell that loses the kernel ends
-    that pass; the next pass (a fresh kernel) replays the cells before it without recording
-    anything and executes from the next cell on. Each pass ends with its kernel shut down; then
-    the notebook's folder is tidied (:func:`tidy`), whichever kernel it was (forked, started by
-    bwrap, or not sandboxed). Limits: ``c.GradingLimits`` (autograder/limits.py).
-    """
-
-    sandbox = Bool(True, help="Run the kernels in bubblewrap (autograder/sandbox.py); where bwrap cannot "
-                              "run, each kernel warns and runs unsandboxed.").tag(config=True)
-    fork_kernels = Bool(True, help="Fork the sandboxed kernels from a zygote that imported torch once "
-                                   "(see autograder/kernel_pool.py).").tag(config=True)
-    course_package = Unicode("", help="The folder of the course package the grading kernels import (read-only "
-                                      "in the sandbox, its parent first on their PYTHONPATH). Empty: the "
-                                      "installed utils package.").tag(config=True)
-    draw_figures = Bool(False, help="Render the notebook's figures (see utils/grading_backend.py).").tag(config=True)
     kernel_edition = Enum(["class", "full"], "class", help="What the grading kernels import: the class edition "
                           "with the answers of the sections before the graded one only (built once per version "
                           "of the course, into edition_cache), or the full course package.").tag(config=True)
@@ -99,9 +87,20 @@ class ResilientExecute(Execute):
     def _default_edition_cache(self) -> str:
         return str(Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "attention-course"
                    / "class-edition")
-    kernel_threads = Int(1, help="torch's threads in a grading kernel (OMP_NUM_THREADS): a graded notebook's "
-                                 "tensors are small, and a second thread's spin-wait takes the core the grading "
-                                 "process or another kernel needs.").tag(config=True)
+
+    def create_kernel_manager(self):
+        km = super().create_kernel_manager()
+        section = self.resources.get("nbgrader", {}).get("assignment")   # the notebook's (nbgrader's resources)
+        if self.kernel_edition == "class" and section and "course_package" not in self.config.SandboxProvisioner:
+            folder = edition.for_grading(edition.section_before(section), Path(self.edition_cache))
+            km.update_config(Config({"SandboxProvisioner": {"course_package": folder}}))
+        return km
+
+
+class JudgedExecute(ClassEditionExecute):
+    """A graded test cell of the judge's form is decided outside the kernel (autograder/judge.py); any
+    other test cell runs in the kernel, as plain nbgrader runs it, with a warning."""
+
     judge_tests = Bool(True, help="Decide each graded test cell outside the kernel (autograder/judge.py): the "
                                   "kernel only runs the student's code. False runs test cells in the kernel, as "
                                   "plain nbgrader does.").tag(config=True)
@@ -110,28 +109,42 @@ class ResilientExecute(Execute):
     def judge(self) -> Judge:
         return Judge(parent=self)
 
-    def create_kernel_manager(self):
-        """nbclient's kernel manager, whose kernels the course's provisioner starts (autograder/provisioner.py)."""
-        km = sandboxed(super().create_kernel_manager(), sandbox=self.sandbox, fork=self.fork_kernels,
-                       course_package=self.course_package)
-        km.log = self.log   # the provisioner's warnings go to nbgrader's log
-        return km
+    def preprocess_cell(self, cell, resources, index):
+        if not (self.judge_tests and is_test_cell(cell)):
+            return super().preprocess_cell(cell, resources, index)
+        if not self.judge.decides(cell):
+            self.judge.warn_left_to_kernel(cell)
+            return super().preprocess_cell(cell, resources, index)
+        cell.outputs = self.judge.outputs(cell, kernel_ask(self, cell, self.timeout), self._sources())
+        return cell, resources
 
-    async def async_start_new_kernel(self, **kwargs):
-        env = {**kwargs.get("env", os.environ), "OMP_NUM_THREADS": str(self.kernel_threads),
-               "MKL_NUM_THREADS": str(self.kernel_threads)}
-        if not self.draw_figures:
-            env["MPLBACKEND"] = GRADING_BACKEND
-        await super().async_start_new_kernel(**{**kwargs, "env": env})
+    def _sources(self) -> list[str]:
+        """The code the submission runs: its code cells but the test cells (for the judge's rules)."""
+        return [cell.source for cell in self.nb.cells if cell.cell_type == "code" and not is_test_cell(cell)]
 
-    start_new_kernel = run_sync(async_start_new_kernel)  # nbclient binds its own at class creation
+
+class _FreshKernel(Exception):
+    """Ends a pass over the notebook: go on in a fresh kernel from cell ``resume`` (the kernel was lost, or a
+    cell timed out once and is tried again)."""
+
+    def __init__(self, resume: int):
+        super().__init__(resume)
+        self.resume = resume
+
+
+class ResilientExecute(JudgedExecute):
+    """Execute every cell; survive a cell that kills, hangs or lies through the kernel.
+
+    Only public seams of nbconvert's ExecutePreprocessor: ``preprocess`` runs the notebook in
+    one kernel and calls ``preprocess_cell`` for each cell. A cell that loses the kernel ends
+    that pass; the next pass (a fresh kernel) replays the cells before it without recording
+    anything and executes from the next cell on.
+    """
 
     def preprocess(self, nb, resources=None, km=None):
-        self._use_class_edition((resources or {}).get("nbgrader", {}).get("assignment"))
         self._lost: set[int] = set()       # cells that killed or hung a kernel: never run again
         self._timed_out: set[int] = set()  # cells that timed out once: they get one more try
         self._resume = 0                   # the first cell this pass executes for real
-        folder = (resources or {}).get("metadata", {}).get("path")
         while True:
             try:
                 return super().preprocess(nb, resources, km)
@@ -139,21 +152,6 @@ class ResilientExecute(Execute):
                 if lost.resume == len(nb.cells):  # the last cell lost the kernel: nothing is left to run
                     return nb, self.resources
                 self._resume = lost.resume
-            finally:  # the pass's kernel has been shut down
-                if folder:
-                    self._tidy(folder)
-
-    def _use_class_edition(self, section: str | None) -> None:
-        """Grading kernels import the class edition that holds no answer of the graded section or later."""
-        if self.kernel_edition != "class" or self.course_package or section is None:
-            return
-        self.course_package = edition.for_grading(edition.section_before(section), Path(self.edition_cache))
-
-    def _tidy(self, folder: str) -> None:
-        """Make safe for nbgrader what the kernel left in the notebook's folder (see :func:`tidy`)."""
-        if changed := tidy(folder):
-            self.log.warning("in %s, removed what grading must not follow or open (links, FIFOs, sockets, devices) "
-                             "or gave a hard-linked file a copy of its own: %s", folder, ", ".join(changed))
 
     def preprocess_cell(self, cell, resources, index):
         if index < self._resume:
@@ -163,13 +161,7 @@ class ResilientExecute(Execute):
                 self.clear_display_id_mapping(index)   # and let no later display update reach it
             return cell, resources
         try:
-            judged = self.judge_tests and is_test_cell(cell)
-            if judged and self.judge.decides(cell):
-                cell.outputs = self.judge.outputs(cell, kernel_ask(self, cell, self.timeout), self._sources())
-            else:
-                if judged:
-                    self.judge.warn_left_to_kernel(cell)
-                cell, resources = super().preprocess_cell(cell, resources, index)
+            cell, resources = super().preprocess_cell(cell, resources, index)
         except DeadKernelError:
             self._lose(cell, index, "kernel-died",
                        "这个单元格让 Python 内核退出了（例如 exit()、os._exit() 或内存耗尽）；"
@@ -182,10 +174,6 @@ class ResilientExecute(Execute):
         if any(o.get("ename") == TIMEOUT_ENAME for o in cell.get("outputs", [])):
             self._timed_out_once(cell, index)
         return cell, resources
-
-    def _sources(self) -> list[str]:
-        """The code the submission runs: its code cells but the test cells (for the judge's rules)."""
-        return [cell.source for cell in self.nb.cells if cell.cell_type == "code" and not is_test_cell(cell)]
 
     def _timed_out_once(self, cell, index: int) -> None:
         """A cell that timed out runs once more in a fresh kernel before it is given up: now and
@@ -203,38 +191,3 @@ class ResilientExecute(Execute):
         cell.outputs = [o for o in cell.get("outputs", []) if o.get("ename") != TIMEOUT_ENAME]
         cell.outputs.append(error_output("GradingError", code, message))
         raise _FreshKernel(index + 1)
-
-
-def tidy(folder: str) -> list[str]:
-    """Remove from ``folder``'s tree every symbolic link, FIFO, socket and device file and give each
-    regular file with more than one hard link a copy of its own; the paths changed (relative to
-    ``folder``).
-
-    A kernel works in its notebook's folder, and nbgrader then writes the graded notebook there and
-    copies the folder's files to autograded/ and feedback/, following links: a link (or a hard link)
-    a kernel made would let that write or copy reach a file anywhere the grader can, and a FIFO would
-    stop it. No link is followed here: each folder is opened beneath its parent with ``O_NOFOLLOW``.
-    """
-    changed: list[str] = []
-    with opened_folder(folder) as fd:
-        _tidy_folder(fd, "", changed)
-    return changed
-
-
-def _tidy_folder(fd: int, where: str, changed: list[str]) -> None:
-    with os.scandir(fd) as entries:
-        entries = list(entries)
-    for entry in entries:
-        path = os.path.join(where, entry.name)
-        info = entry.stat(follow_symlinks=False)
-        if stat.S_ISDIR(info.st_mode):
-            if not os.access(entry.name, os.R_OK | os.X_OK, dir_fd=fd, follow_symlinks=False):
-                os.chmod(entry.name, stat.S_IMODE(info.st_mode) | stat.S_IRWXU, dir_fd=fd)  # a kernel locked it
-            with opened_folder(entry.name, fd) as inner:
-                _tidy_folder(inner, path, changed)
-        elif not stat.S_ISREG(info.st_mode):
-            os.unlink(entry.name, dir_fd=fd)
-            changed.append(path)
-        elif info.st_nlink > 1:
-            copy_file(entry.name, fd, fd)  # a new file, renamed over the shared one
-            changed.append(path)

@@ -1,8 +1,8 @@
 """What a grading sandbox is: bubblewrap (``bwrap``, Debian package ``bubblewrap``) around a kernel
-or a kernel zygote, laid out by one :class:`Layout`.
+or a kernel zygote, laid out by one :class:`SandboxLayout`.
 
 Inside, the process sees only: the system (``/usr`` and a few files of ``/etc``), read-only; the
-Python installation and the course package (``Layout.course_package``), read-only; what its starter
+Python installation and the course package (``SandboxLayout.course_package``), read-only; what its starter
 binds read-only for it (a kernel's connection file, the zygote's script); its folder of ZMQ sockets
 and its working folder (a notebook's folder, or a zygote's folder of submissions), writable.
 ``/tmp``, ``/dev/shm`` and ``HOME`` are fresh tmpfs; everything else is read-only. So the source
@@ -20,7 +20,7 @@ harmless variables, nbgrader's ``NBGRADER_EXECUTION`` and the course package's f
 
 autograder/provisioner.py starts the grading kernels in such a sandbox (or, where
 :func:`unavailable_reason` says bwrap cannot work here, unsandboxed with a warning);
-autograder/kernel_pool.py starts the zygotes that fork them.
+autograder/zygote_pool.py starts the zygotes that fork them.
 """
 from __future__ import annotations
 
@@ -67,7 +67,7 @@ LAUNCHER = ("import os, resource, sys\n"
 
 
 @dataclass(frozen=True)
-class Layout:
+class SandboxLayout:
     """Where everything is in a grading sandbox, the one description of it: read by the bwrap
     command (:meth:`bwrap`), by the zygote pool (:meth:`anchor_of`: where a zygote keeps its copy
     of the submissions) and by the zygote (``temporary``: the writable folders it empties)."""
@@ -80,7 +80,7 @@ class Layout:
     zygote: str = "/run/grading/zygote.py"              # where a zygote's sandbox has autograder/zygote.py
 
     @classmethod
-    def here(cls, course_package: str = "") -> Layout:
+    def here(cls, course_package: str = "") -> SandboxLayout:
         """This grading process's layout; ``course_package`` "" stands for the installed ``utils``."""
         package = course_package or importlib.util.find_spec("utils").submodule_search_locations[0]
         prefixes = {sys.prefix, sys.base_prefix, sys.exec_prefix, sys.base_exec_prefix}

@@ -24,11 +24,18 @@ The API::
         tree = read_tree(fd, bounds)                     # regular files' bytes, folders, what was left out
     with open_folder("/dest/parent") as parent:
         write_tree(tree, parent, "copy")                 # "copy" must not exist
+
+A grading kernel's folder (the notebook's, or its copy in a zygote's sandbox) is walked the same way:
+:func:`remove_link_hazards` makes it safe for nbgrader to write and copy once the kernel has ended, and
+:func:`copy_tree` copies it between the notebook and the sandbox.
 """
 from __future__ import annotations
 
 import contextlib
+import logging
 import os
+import secrets
+import shutil
 import stat
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
@@ -37,6 +44,8 @@ OPEN_FOLDER = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
 OPEN_FILE = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_NOCTTY | os.O_CLOEXEC
 CREATE_FILE = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
 CHUNK = 1 << 20
+
+log = logging.getLogger(__name__)
 
 
 class OutOfBounds(Exception):
@@ -215,3 +224,108 @@ def _parent(top: int, path: str) -> Iterator[tuple[int, str]]:
         yield fd, leaf
     finally:
         os.close(fd)
+
+
+# --- a grading kernel's folder: what the kernel left, made safe for the grader, and copied ---------------
+
+# A grading kernel writes its notebook's folder as it likes; walking it is bounded only against a runaway
+# (one descriptor is open per level: the depth stays well below the usual 1024 descriptors of a process).
+KERNEL_FOLDER = Bounds(depth=512, path_bytes=1 << 16, entries=1_000_000)
+
+
+def unlock(entry: Entry) -> None:
+    """Give the folder ``entry`` its owner's permissions back where they are missing (a kernel took them
+    off), so that the walk can go on into it. Call it before the walk resumes: it opens the folder then."""
+    if entry.is_folder and not os.access(entry.name, os.R_OK | os.X_OK, dir_fd=entry.parent_fd):
+        os.chmod(entry.name, stat.S_IMODE(entry.stat.st_mode) | stat.S_IRWXU, dir_fd=entry.parent_fd)
+
+
+def remove_link_hazards(folder: str) -> list[str]:
+    """Remove from ``folder``'s tree every symbolic link, FIFO, socket and device file and give each
+    regular file with more than one hard link a copy of its own; the paths changed (relative to
+    ``folder``). :class:`OutOfBounds` past :data:`KERNEL_FOLDER`: then nothing may write there.
+
+    A kernel works in its notebook's folder, and nbgrader then writes the graded notebook there and
+    copies the folder's files to autograded/ and feedback/, following links: a link (or a hard link)
+    a kernel made would let that write or copy reach a file anywhere the grader can, and a FIFO would
+    stop it."""
+    changed: list[str] = []
+    with open_folder(folder) as top:
+        for entry in walk(top, KERNEL_FOLDER):
+            if entry.is_folder:
+                unlock(entry)
+            elif not entry.is_regular:
+                os.unlink(entry.name, dir_fd=entry.parent_fd)
+                changed.append(entry.path)
+            elif os.stat(entry.name, dir_fd=entry.parent_fd, follow_symlinks=False).st_nlink > 1:   # as of now
+                copy_file(entry.name, entry.parent_fd, entry.parent_fd)   # a new file, renamed over the shared one
+                changed.append(entry.path)
+    return changed
+
+
+def copy_tree(source: str, target: str) -> list[str]:
+    """Copy the folders and the new or changed regular files of ``source`` into ``target`` (keeping modes
+    and times); the paths it left out (sorted): links, FIFOs, sockets and devices, what a non-folder or a
+    link in ``target`` stands in the way of, and "." when it could not go on (past :data:`KERNEL_FOLDER`,
+    or either folder not one). Either side may be a kernel's work: each file is written anew under a name
+    of its own and renamed over its destination, so it never writes into a file that is there."""
+    left_out: list[str] = []
+    blocked: tuple[str, ...] = ()   # the folders left out: nothing in them is tried
+    try:
+        with open_folder(source) as src, open_folder(target) as dst:
+            for entry in walk(src, KERNEL_FOLDER):
+                if entry.path.startswith(blocked):
+                    continue
+                try:
+                    _copy_entry(entry, dst, left_out)
+                except OSError:
+                    left_out.append(entry.path)
+                    blocked += (entry.path + "/",) if entry.is_folder else ()
+    except (OSError, OutOfBounds):
+        left_out.append(".")
+    if left_out:
+        log.warning("not copied from %s to %s (only regular files and folders are, never through a link): %s",
+                    source, target, ", ".join(sorted(left_out)))
+    return sorted(left_out)
+
+
+def _copy_entry(entry: Entry, dst: int, left_out: list[str]) -> None:
+    if not (entry.is_folder or entry.is_regular):
+        left_out.append(entry.path)
+        return
+    with _parent(dst, entry.path) as (folder, name):
+        if entry.is_folder:
+            unlock(entry)
+            with contextlib.suppress(FileExistsError):
+                os.mkdir(name, stat.S_IMODE(entry.stat.st_mode) | stat.S_IRWXU, dir_fd=folder)
+            os.close(os.open(name, OPEN_FOLDER, dir_fd=folder))   # a folder, not a link to one
+        elif _differs(entry.stat, name, folder):
+            copy_file(entry.name, entry.parent_fd, folder, name)
+
+
+def _differs(source: os.stat_result, name: str, folder: int) -> bool:
+    try:
+        target = os.stat(name, dir_fd=folder, follow_symlinks=False)
+    except FileNotFoundError:
+        return True
+    return not stat.S_ISREG(target.st_mode) or (target.st_size, target.st_mtime_ns) != (source.st_size,
+                                                                                      source.st_mtime_ns)
+
+
+def copy_file(name: str, src: int, dst: int, as_name: str | None = None) -> None:
+    """The regular file ``name`` of folder ``src`` written as a new file into folder ``dst`` and renamed
+    into place as ``as_name`` (default: ``name``)."""
+    partial = f".copying-{secrets.token_hex(8)}"
+    with os.fdopen(os.open(name, OPEN_FILE, dir_fd=src), "rb") as reader:
+        info = os.fstat(reader.fileno())
+        if not stat.S_ISREG(info.st_mode):  # swapped since it was listed
+            raise OSError(f"{name} is no regular file")
+        with os.fdopen(os.open(partial, CREATE_FILE, 0o600, dir_fd=dst), "wb") as writer:
+            shutil.copyfileobj(reader, writer)
+            os.fchmod(writer.fileno(), stat.S_IMODE(info.st_mode))
+            os.utime(writer.fileno(), ns=(info.st_atime_ns, info.st_mtime_ns))
+    try:
+        os.rename(partial, as_name or name, src_dir_fd=dst, dst_dir_fd=dst)
+    except OSError:
+        os.unlink(partial, dir_fd=dst)
+        raise

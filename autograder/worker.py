@@ -26,7 +26,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from . import kernel_pool
+from . import zygote_pool
 
 Grader = Callable[[str], dict]  # student -> nbgrader's autograde result (success, error, log)
 # Workers are forked from a server that imported these once (no fork of the scheduler, its threads and
@@ -35,7 +35,8 @@ Grader = Callable[[str], dict]  # student -> nbgrader's autograde result (succes
 # start later than each importing it on its own core (measured: 0.3-0.6 s per run). The last one lets the
 # server end without a teardown (autograder/forkserver_exit.py).
 CONTEXT = multiprocessing.get_context("forkserver")
-PRELOAD = ["autograder.worker", "nbgrader.apps.autogradeapp", "autograder.judge", "autograder.forkserver_exit"]
+FORKSERVER_IMPORTS = ["autograder.worker", "nbgrader.apps.autogradeapp", "autograder.judge",
+                      "autograder.forkserver_exit"]
 
 
 @dataclass(frozen=True)
@@ -50,7 +51,7 @@ class Job:
 
 def start_forkserver() -> None:
     """Start the process workers are forked from; it imports nbgrader meanwhile (idempotent)."""
-    CONTEXT.set_forkserver_preload(PRELOAD)
+    CONTEXT.set_forkserver_preload(FORKSERVER_IMPORTS)
     multiprocessing.forkserver.ensure_running()
 
 
@@ -123,7 +124,7 @@ def work(conn, make_grader: Callable[[Job], Grader], job: Job, scratch: str) -> 
     except EOFError:  # the scheduler is gone
         pass
     finally:
-        kernel_pool.POOL.close()
+        zygote_pool.POOL.close()
 
 
 def answer(student: str, grade_one: Grader) -> dict:

@@ -1,5 +1,5 @@
 """The kernel zygote: one Python in the grading sandbox that imports the heavy libraries once and
-forks a fresh kernel for each submission (started and driven by autograder/kernel_pool.py).
+forks a fresh kernel for each submission (started and driven by autograder/zygote_pool.py).
 
 A graded submission is CPU-bound and most of its cost used to be the same for every student:
 starting Python and ipykernel and importing torch and matplotlib (about 2.5 s of a 5 s
@@ -53,8 +53,8 @@ from multiprocessing.connection import Connection
 # package installs a hook into the shell when imported, so each kernel imports it; ipywidgets registers
 # its comm targets with the shell when imported there, so each kernel loads it as an extension instead,
 # which registers them (SHELL_EXTENSIONS).
-PRELOAD = ("torch", "numpy", "matplotlib", "matplotlib.pyplot", "IPython", "ipykernel.kernelapp", "ipykernel.ipkernel",
-           "ipykernel.debugger", "ipywidgets", "sqlite3", "pdb", "psutil")
+KERNEL_IMPORTS = ("torch", "numpy", "matplotlib", "matplotlib.pyplot", "IPython", "ipykernel.kernelapp",
+                  "ipykernel.ipkernel", "ipykernel.debugger", "ipywidgets", "sqlite3", "pdb", "psutil")
 SHELL_EXTENSIONS = ("ipywidgets",)
 # ipykernel sets this before any user code runs; matplotlib reads it when it is imported.
 INLINE_BACKEND = "module://matplotlib_inline.backend_inline"
@@ -257,7 +257,7 @@ def prepare(host_pid_namespace: str) -> dict[str, str]:
     os.environ.setdefault("MPLBACKEND", INLINE_BACKEND)
     before = dict(os.environ)
     with contextlib.redirect_stderr(io.StringIO()):  # the debugger's notes on frozen modules (a kernel hides them)
-        for module in PRELOAD:
+        for module in KERNEL_IMPORTS:
             importlib.import_module(module)
     return {name: value for name, value in os.environ.items() if before.get(name) != value}
 
@@ -272,7 +272,7 @@ class Zygote:
         self.as_started = [entry for folder in temporary for entry in snapshot(folder)]
         self.kernel: int | None = None      # the kernel, from its spawn to the sweep
         self.ended: dict[int, int] = {}     # pid -> return code, of the kernels that have ended
-        self.clear = True                   # nothing of an ended kernel is left
+        self.cleared = True                 # nothing of an ended kernel is left
         signal.signal(signal.SIGCHLD, self.on_child_exit)
 
     def on_child_exit(self, _signum, _frame) -> None:
@@ -286,38 +286,51 @@ class Zygote:
             time.sleep(0.001)  # SIGCHLD interrupts it; the handler records the end
 
     def answer(self, request: dict) -> dict:
-        op, pid = request["op"], request.get("pid")
-        if op == "spawn":
-            if self.kernel is not None or not self.clear:
-                raise Dirty("asked for a kernel before the last one was cleared away")
-            if os.path.commonpath([self.submissions, os.path.realpath(request["cwd"])]) != self.submissions:
-                raise Dirty(f"asked for a kernel outside {self.submissions}")
-            signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGCHLD})  # its end must find self.kernel set
-            request = {**request, "env": {**request["env"], **self.set_by_imports}}
-            self.kernel, self.clear = fork_kernel(request, self.channels), False
-            signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGCHLD})
-            return {"pid": self.kernel}
-        if op == "signal":
-            if pid == self.kernel:
-                signal_group(pid, request["signum"])
-                if request["signum"] == signal.SIGKILL:  # answer once it is gone: the next poll finds it ended
-                    self.wait_for_end(pid)
-            return {}
-        if op == "sweep":  # the grader is done with the kernel: it and all it started end
-            stop_everything()
-            self.kernel = None
-            return {}
-        if op == "clear":  # the grader has copied the submission's folder back
-            if self.kernel is not None:
-                raise Dirty("asked to clear before the sweep")
-            for folder, mode in self.writable.items():
-                empty(folder, mode)
-            restore(self.as_started)
-            self.clear = True
-            return {}
-        if pid in self.ended:  # op == "poll": report, nothing else
+        """The answer to one request (module docstring); :class:`Dirty` when the sandbox must not be used again."""
+        ops = {"spawn": self.spawn, "poll": self.poll, "signal": self.signal_kernel, "sweep": self.sweep,
+               "clear": self.clear}
+        return ops[request["op"]](request)
+
+    def spawn(self, request: dict) -> dict:
+        if self.kernel is not None or not self.cleared:
+            raise Dirty("asked for a kernel before the last one was cleared away")
+        if os.path.commonpath([self.submissions, os.path.realpath(request["cwd"])]) != self.submissions:
+            raise Dirty(f"asked for a kernel outside {self.submissions}")
+        signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGCHLD})  # its end must find self.kernel set
+        request = {**request, "env": {**request["env"], **self.set_by_imports}}
+        self.kernel, self.cleared = fork_kernel(request, self.channels), False
+        signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGCHLD})
+        return {"pid": self.kernel}
+
+    def poll(self, request: dict) -> dict:
+        """Report, nothing else."""
+        pid = request["pid"]
+        if pid in self.ended:
             return {"returncode": self.ended[pid]}
         return {"returncode": None if pid == self.kernel else -signal.SIGKILL}
+
+    def signal_kernel(self, request: dict) -> dict:
+        if request["pid"] == self.kernel:
+            signal_group(self.kernel, request["signum"])
+            if request["signum"] == signal.SIGKILL:  # answer once it is gone: the next poll finds it ended
+                self.wait_for_end(self.kernel)
+        return {}
+
+    def sweep(self, _request: dict) -> dict:
+        """The grader is done with the kernel: it and all it started end."""
+        stop_everything()
+        self.kernel = None
+        return {}
+
+    def clear(self, _request: dict) -> dict:
+        """The grader has copied the submission's folder back: the writable folders are emptied."""
+        if self.kernel is not None:
+            raise Dirty("asked to clear before the sweep")
+        for folder, mode in self.writable.items():
+            empty(folder, mode)
+        restore(self.as_started)
+        self.cleared = True
+        return {}
 
     def serve(self, requests: Connection, replies: Connection) -> None:
         while True:
@@ -342,7 +355,7 @@ def main(argv: list[str]) -> None:
     except (Exception, SystemExit) as err:
         replies.send_bytes(json.dumps({"error": f"cannot start: {err}"}).encode())
         raise
-    replies.send_bytes(json.dumps({"ready": sorted(PRELOAD)}).encode())
+    replies.send_bytes(json.dumps({"ready": sorted(KERNEL_IMPORTS)}).encode())
     zygote.serve(requests, replies)
 
 

@@ -1,6 +1,6 @@
 """At grading time figures are built but not rendered (utils/grading_backend.py), and the course's
 demo figures are not even built (``utils.plotting.demo_figure``), unless the instructor asks for them
-(``c.ResilientExecute.draw_figures = True``); in the sandbox as out of it."""
+(``c.GradingKernelSpecs.draw_figures = True``); in the sandbox as out of it."""
 from __future__ import annotations
 
 import ast
@@ -10,6 +10,7 @@ import matplotlib
 import nbformat
 import pytest
 import torch
+from traitlets.config import Config
 
 from autograder.preprocessors import ResilientExecute
 from utils import GRADING_BACKEND
@@ -32,7 +33,8 @@ SANDBOXES = [False, pytest.param(True, marks=pytest.mark.needs("bwrap"))]
 
 def graded_outputs(tmp_path, **options) -> list[list[dict]]:
     nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell(src) for src in DRAWING_CELLS])
-    executed, _ = ResilientExecute(timeout=120, **options).preprocess(nb, {"metadata": {"path": str(tmp_path)}})
+    config = Config({"SandboxProvisioner": {"sandbox": options.pop("sandbox")}, "GradingKernelSpecs": options})
+    executed, _ = ResilientExecute(timeout=120, config=config).preprocess(nb, {"metadata": {"path": str(tmp_path)}})
     return [cell.outputs for cell in executed.cells]
 
 

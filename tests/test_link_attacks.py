@@ -4,7 +4,7 @@ in autograded/ or feedback/, the source notebook reaches no feedback, and genera
 
 A kernel cannot reach the course directory itself (autograder/sandbox.py), but code on the host
 side works in the notebook's folder after it: the forked kernels' copy back
-(autograder/kernel_pool.py), nbgrader writing the graded notebook and copying the folder's other
+(autograder/zygote_pool.py), nbgrader writing the graded notebook and copying the folder's other
 files, generate_feedback copying them again. Each student carries one attack; the attacks that need
 two kernels hang their first one (the cell times out and runs again in a fresh kernel,
 autograder/preprocessors.py), which keeps a marker file in the folder to know it is the second.
@@ -21,7 +21,7 @@ from pathlib import Path
 
 import pytest
 
-from autograder import grade, kernel_pool, preprocessors
+from autograder import grade, tree
 
 from .busy_machine import cell_timeouts
 from .nbgrader_course import Course, slim, with_solution
@@ -152,7 +152,7 @@ def grade_in_parallel(course: Course, monkeypatch) -> list[str]:
 @pytest.mark.needs("bwrap")
 @pytest.mark.parametrize("run, config", [
     (autograde, ""),                                                   # forked kernels (the default)
-    (grade_in_parallel, "c.ResilientExecute.fork_kernels = False\n"),  # each kernel started by bwrap
+    (grade_in_parallel, "c.SandboxProvisioner.fork = False\n"),      # each kernel started by bwrap
 ], ids=["nbgrader-autograde-forked", "autograder-grade-bwrap"])
 def test_links_planted_by_a_submission_reach_nothing_outside_it(run, config, tmp_path, monkeypatch):
     course = make_course(tmp_path / "course", config)
@@ -200,7 +200,7 @@ def test_the_copy_between_a_notebook_and_its_sandbox_takes_regular_files_and_fol
     target.mkdir()
     (target / "x.txt").symlink_to(elsewhere / "decoy.txt")
     (target / "d").symlink_to(elsewhere)
-    left_out = kernel_pool.copy_tree(str(source), str(target))
+    left_out = tree.copy_tree(str(source), str(target))
     assert sorted(os.listdir(elsewhere)) == ["decoy.txt"] and (elsewhere / "decoy.txt").read_text() == DECOY_TEXT
     assert (target / "x.txt").read_text() == "pwned" and not (target / "x.txt").is_symlink()
     assert sorted(os.listdir(target)) == ["d", "mine.txt", "same.txt", "x.txt"] and not_regular(target) == ["d"]
@@ -209,7 +209,7 @@ def test_the_copy_between_a_notebook_and_its_sandbox_takes_regular_files_and_fol
     assert sorted(warning.rsplit(": ", 1)[1].split(", ")) == left_out, "the log names what was left out"
 
 
-def test_tidying_leaves_regular_files_and_folders_of_their_own(tmp_path):
+def test_removing_link_hazards_leaves_regular_files_and_folders_of_their_own(tmp_path):
     elsewhere, folder = tmp_path / "elsewhere", tmp_path / "notebook"
     elsewhere.mkdir()
     (elsewhere / "decoy.txt").write_text(DECOY_TEXT)
@@ -217,7 +217,7 @@ def test_tidying_leaves_regular_files_and_folders_of_their_own(tmp_path):
     (folder / "inner").mkdir()
     (folder / "inner" / "y.txt").symlink_to(elsewhere / "decoy.txt")
     os.chmod(folder / "inner", 0)
-    changed = preprocessors.tidy(str(folder))
+    changed = tree.remove_link_hazards(str(folder))
     hard_linked = [name for name in changed if name in ("mine.txt", "same.txt")]
     assert len(hard_linked) == 1 and sorted(set(changed) - set(hard_linked)) == ["d", "inner/y.txt", "pipe", "x.txt"]
     assert sorted(os.listdir(folder)) == ["inner", "mine.txt", "same.txt"] and not_regular(folder) == []

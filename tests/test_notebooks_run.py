@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import pytest
 
-from autograder.execute import errors, execute, stream_text
+from autograder.run_all import errors, run_all, stream_text
 
 from .conftest import SECTIONS, notebook_path
 
@@ -35,7 +35,7 @@ def test_every_section_has_a_budget():
 @pytest.mark.slow
 @pytest.mark.parametrize("section", SECTIONS)
 def test_solution_notebook_runs_and_passes_its_checks(section):
-    nb, seconds, cpu_seconds = execute(notebook_path("solutions", section))
+    nb, seconds, cpu_seconds = run_all(notebook_path("solutions", section))
     assert not errors(nb)
     test_cells = [c for c in nb.cells if c.metadata.get("nbgrader", {}).get("grade") and c.cell_type == "code"]
     for cell in test_cells:

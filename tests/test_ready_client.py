@@ -1,4 +1,4 @@
-"""A grading kernel is ready as soon as it answers (autograder/provisioner.py's ReadyKernelClient):
+"""A grading kernel is ready as soon as it answers (autograder/provisioner.py's GradingKernelClient):
 no fixed 0.2 s of draining IOPub per submission, and the same checks before it is called ready."""
 from __future__ import annotations
 
@@ -11,31 +11,32 @@ from traitlets.config import Config
 
 from autograder.config import configure
 from autograder.preprocessors import ResilientExecute
-from autograder.provisioner import ReadyKernelClient
+from autograder.provisioner import GradingKernelClient
 
 KERNEL_INFO_REPLY = {"msg_type": "kernel_info_reply", "content": {"protocol_version": "5.3"}}
 STATUS = {"msg_type": "status", "content": {"execution_state": "idle"}}
 
 
 class ScriptedChannel:
-    """A channel that delivers the given messages (``Empty``: nothing that time), then nothing;
-    counts the reads."""
+    """A channel that delivers the given messages (``Empty``: nothing that time), then nothing, each
+    as the answer to the last request sent on it; counts the reads."""
 
     def __init__(self, *messages):
-        self.messages, self.reads, self.sent = list(messages), 0, 0
+        self.messages, self.reads, self.sent, self.last_request = list(messages), 0, 0, None
 
-    def send(self, _msg) -> None:
+    def send(self, msg) -> None:
         self.sent += 1
+        self.last_request = msg["header"]["msg_id"]
 
     async def get_msg(self, timeout=None):  # noqa: ARG002 (the channel's signature)
         self.reads += 1
         message = self.messages.pop(0) if self.messages else Empty
         if message is Empty:
             raise Empty
-        return message
+        return {**message, "parent_header": {"msg_id": self.last_request} if self.last_request else {}}
 
 
-class ScriptedClient(ReadyKernelClient):
+class ScriptedClient(GradingKernelClient):
     """The course's client on scripted channels instead of ZeroMQ sockets."""
 
     shell_channel = iopub_channel = None  # plain attributes instead of jupyter_client's socket properties
@@ -81,7 +82,7 @@ def test_a_kernel_that_never_answers_times_out():
 def test_grading_kernel_managers_hand_out_the_ready_client(sandbox):
     config = Config()
     configure(config)
-    config.ResilientExecute.sandbox = sandbox
+    config.SandboxProvisioner.sandbox = sandbox
     execute = ResilientExecute(config=config, kernel_name="python3")
     execute.nb = nbformat.v4.new_notebook()
-    assert isinstance(execute.create_kernel_manager().client(), ReadyKernelClient)
+    assert isinstance(execute.create_kernel_manager().client(), GradingKernelClient)

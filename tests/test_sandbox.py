@@ -26,7 +26,7 @@ from autograder.preprocessors import ResilientExecute
 
 from .busy_machine import cell_timeouts
 from .nbgrader_course import Course, with_solution
-from .test_kernel_pool import running
+from .test_zygote_pool import running
 from .test_bad_submissions import FULL, GOOD_PROJECT, PROJECT_ZERO, SECTION, good, with_helper
 
 needs_bwrap = pytest.mark.needs("bwrap")

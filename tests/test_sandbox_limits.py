@@ -17,9 +17,10 @@ from pathlib import Path
 
 import pytest
 from jupyter_client.manager import AsyncKernelManager
+from traitlets.config import Config
 
 from autograder import sandbox
-from autograder.provisioner import sandboxed
+from autograder.provisioner import grading_kernels
 
 from .busy_machine import cell_timeouts
 from .nbgrader_course import Course
@@ -55,7 +56,7 @@ def test_the_sandbox_runs_its_command_without_network_and_under_the_limits(tmp_p
         time.sleep(0.01)
     assert free.count("REACHED") == 2 and listener.received == [b"stolen"] * 2, "outside the sandbox, it is reached"
     listener.received.clear()
-    argv = sandbox.Layout.here().bwrap(program, (str(tmp_path), str(tmp_path)), os.environ, memory_mb=300,
+    argv = sandbox.SandboxLayout.here().bwrap(program, (str(tmp_path), str(tmp_path)), os.environ, memory_mb=300,
                                        max_processes=7, sockets=str(tmp_path))
     sealed = subprocess.run(argv, capture_output=True, text=True, check=True).stdout
     limits = (sandbox.within_hard_limit(resource.RLIMIT_AS, 300 * 1024 * 1024),
@@ -80,7 +81,8 @@ def test_root_grading_without_a_pids_cgroup_warns(monkeypatch, caplog, tmp_path)
     monkeypatch.setattr(sandbox, "unavailable_reason", lambda: None)
     monkeypatch.setattr(sandbox, "pids_cgroup_parent", lambda: None)
     monkeypatch.setattr(sandbox.os, "getuid", lambda: 0)
-    km = sandboxed(AsyncKernelManager(kernel_name="python3"), fork=False)
+    config = Config({"SandboxProvisioner": {"fork": False}})
+    km = grading_kernels(AsyncKernelManager(kernel_name="python3", config=config))
     km.log = logging.getLogger("grading")
     with caplog.at_level(logging.WARNING):
         cmd, _ = asyncio.run(km.pre_start_kernel(cwd=str(tmp_path)))
@@ -93,7 +95,7 @@ def test_root_grading_without_a_pids_cgroup_warns(monkeypatch, caplog, tmp_path)
 @needs_bwrap
 @pytest.mark.parametrize("fork_kernels", [True, False], ids=["forked", "bwrap"])
 def test_limits_and_no_network_under_nbgrader_autograde(tmp_path, listener: Listener, fork_kernels):
-    config = (cell_timeouts(6) + f"c.ResilientExecute.fork_kernels = {fork_kernels}\n"
+    config = (cell_timeouts(6) + f"c.SandboxProvisioner.fork = {fork_kernels}\n"
               f"c.GradingLimits.memory_mb = {MEMORY_MB}\n")
     course = Course.create(tmp_path, [SECTION], extra_config=config)
     release = course.release_notebook(SECTION)

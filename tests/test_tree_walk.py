@@ -97,3 +97,23 @@ def test_a_copy_never_writes_through_what_is_already_there(tmp_path):
     with tree.open_folder(tmp_path) as fd, pytest.raises(FileExistsError):
         tree.write_tree(taken, fd, "out")
     assert not (tmp_path / "elsewhere").exists()
+
+
+def test_a_kernels_deep_folder_is_made_safe_and_copied_without_recursion(tmp_path):
+    """A kernel may nest its folders as deep as it likes: the link at the bottom is removed, and the copy
+    between the notebook and the sandbox reaches the bottom, on the same iterative walk."""
+    kernel_folder, copy = tmp_path / "notebook", tmp_path / "copy"
+    kernel_folder.mkdir()
+    copy.mkdir()
+    nested(kernel_folder, ["d"] * 300, "bottom.txt")
+    bottom = kernel_folder.joinpath(*["d"] * 300)
+    (bottom / "link").symlink_to(tmp_path)
+    limit = sys.getrecursionlimit()
+    sys.setrecursionlimit(len(inspect.stack()) + 50)   # a walk of one frame per level fails here
+    try:
+        changed = tree.remove_link_hazards(str(kernel_folder))
+        left_out = tree.copy_tree(str(kernel_folder), str(copy))
+    finally:
+        sys.setrecursionlimit(limit)
+    assert changed == ["d/" * 300 + "link"] and sorted(os.listdir(bottom)) == ["bottom.txt"]
+    assert left_out == [] and copy.joinpath(*["d"] * 300, "bottom.txt").is_file()

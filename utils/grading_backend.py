@@ -3,9 +3,9 @@
 Grading re-runs a student's whole notebook. Its demo figures are drawn by the course's own code
 (with the reference implementation, or with the student's code once it passed its check), so they
 say nothing about the student that the check cells do not; rendering them is a large part of
-grading a figure-heavy section. ``ResilientExecute`` (autograder/preprocessors.py) starts grading
-kernels with ``MPLBACKEND=module://utils.grading_backend`` unless the instructor sets
-``c.ResilientExecute.draw_figures = True``. Every cell still runs; ``plt.show()`` and the end of
+grading a figure-heavy section. The grading kernels' specs (autograder/provisioner.py's
+``GradingKernelSpecs``) set ``MPLBACKEND=module://utils.grading_backend`` unless the instructor sets
+``c.GradingKernelSpecs.draw_figures = True``. Every cell still runs; ``plt.show()`` and the end of
 each cell close the open figures, and ``display(fig)`` shows a one-line note instead of an image.
 The course's demo functions (``@demo_figure``, utils/plotting.py) do not even build their figures
 under this backend: they return an empty one.

@@ -1,4 +1,5 @@
-"""Run a notebook headless in a fresh kernel, as a learner's "Run All" would (tests, benchmark)."""
+"""Run a notebook headless in a fresh kernel, as a learner's "Run All" would (tests, benchmark); not grading
+(grading executes notebooks through autograder/preprocessors.py)."""
 from __future__ import annotations
 
 import os
@@ -10,13 +11,13 @@ import nbformat
 from nbclient import NotebookClient
 
 
-class Executed(NamedTuple):
+class RunAll(NamedTuple):
     nb: nbformat.NotebookNode
     seconds: float              # wall time, kernel start to shutdown
     cpu_seconds: float | None   # the kernel's CPU time up to its last cell (None: no /proc to read it from)
 
 
-def execute(path: Path, allow_errors: bool = False, timeout: int = 120) -> Executed:
+def run_all(path: Path, allow_errors: bool = False, timeout: int = 120) -> RunAll:
     """The executed notebook, its wall time and its kernel's CPU time; the kernel's cwd is the notebook's folder.
 
     The CPU time hardly grows when other processes share the cores (the wall time does), so a budget
@@ -32,7 +33,7 @@ def execute(path: Path, allow_errors: bool = False, timeout: int = 120) -> Execu
                             resources={"metadata": {"path": str(path.parent)}}, on_cell_executed=cell_done)
     start = time.perf_counter()
     client.execute()
-    return Executed(nb, time.perf_counter() - start, cpu[0])
+    return RunAll(nb, time.perf_counter() - start, cpu[0])
 
 
 def process_cpu_seconds(pid: int) -> float | None:

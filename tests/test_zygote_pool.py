@@ -1,5 +1,5 @@
 """Grading kernels started by the course's provisioner (autograder/provisioner.py): forked from a
-zygote (autograder/kernel_pool.py, autograder/zygote.py) they are the kernels bwrap would start, nothing
+zygote (autograder/zygote_pool.py, autograder/zygote.py) they are the kernels bwrap would start, nothing
 of one kernel reaches the next one forked from the same zygote, and every kernel imports the course
 package from the layout's folder."""
 from __future__ import annotations
@@ -18,12 +18,12 @@ import pytest
 from jupyter_client.manager import AsyncKernelManager
 from traitlets.config import Config
 
-from autograder import kernel_pool, zygote
+from autograder import zygote_pool, zygote
 from autograder.config import configure
 from autograder.edition import for_grading
-from autograder.kernel_pool import ZygotePool
+from autograder.zygote_pool import ZygotePool
 from autograder.preprocessors import ResilientExecute
-from autograder.provisioner import SandboxProvisioner, sandboxed
+from autograder.provisioner import SandboxProvisioner, grading_kernels
 
 needs_bwrap = pytest.mark.needs("bwrap")
 LAUNCHER = ["-m", "ipykernel_launcher", "-f", "{connection_file}"]
@@ -69,7 +69,8 @@ print(json.dumps({"tmp": sorted(os.listdir('/tmp')), "shm": sorted(os.listdir('/
 def grading_kernel_manager(**provisioner) -> AsyncKernelManager:
     """jupyter_client's own kernel manager, as ResilientExecute configures it (``provisioner``: the
     provisioner's traits; by default, forked in the sandbox)."""
-    return sandboxed(AsyncKernelManager(kernel_name="python3"), **provisioner)
+    config = Config({"SandboxProvisioner": provisioner})
+    return grading_kernels(AsyncKernelManager(kernel_name="python3", config=config))
 
 
 async def _run(code: str, cwd: str, env: dict | None = None, **provisioner) -> str:
@@ -100,19 +101,19 @@ def last_json(text: str) -> dict:
 @pytest.fixture
 def fresh_pool(monkeypatch):
     pool = ZygotePool()
-    monkeypatch.setattr(kernel_pool, "POOL", pool)
+    monkeypatch.setattr(zygote_pool, "POOL", pool)
     yield pool
     pool.close()
 
 
-def test_grading_kernels_come_from_the_registered_provisioner_configured_by_the_kernelspec():
+def test_grading_kernels_come_from_the_registered_provisioner_configured_by_the_course():
     """The sandbox is owned by one class on jupyter_client's documented seam: a kernel provisioner, found by
-    the entry point pyproject.toml registers, its traits from the kernelspec's provisioner config, under
-    jupyter_client's own kernel manager; nothing of ours overrides a private method."""
+    the entry point pyproject.toml registers, its traits from the course's configuration (through its
+    kernel manager's), under jupyter_client's own kernel manager; nothing of ours overrides a private method."""
     from jupyter_client.provisioning import KernelProvisionerFactory
     config = Config()
     configure(config)
-    config.ResilientExecute.update(fork_kernels=False, course_package="/edition/utils")
+    config.SandboxProvisioner.update(fork=False, course_package="/edition/utils")
     km = ResilientExecute(config=config, kernel_name="python3").create_kernel_manager()
     assert type(km) is AsyncKernelManager
     factory = KernelProvisionerFactory.instance()
@@ -140,7 +141,7 @@ def test_the_zygote_refuses_to_run_in_the_graders_pid_namespace():
     (["R", "--slave", "-e", "IRkernel::main()", "--args", "{connection_file}"], False),
 ])
 def test_only_this_pythons_ipykernel_is_forked(argv, forkable):
-    assert kernel_pool.forkable(argv) is forkable
+    assert zygote_pool.forkable(argv) is forkable
 
 
 @pytest.mark.slow
@@ -219,7 +220,7 @@ def test_a_lost_zygote_is_replaced(tmp_path, fresh_pool):
 def test_where_no_zygote_starts_kernels_start_in_bwrap(tmp_path, fresh_pool, monkeypatch, caplog):
     broken = tmp_path / "zygote.py"
     broken.write_text("raise SystemExit('cannot start')")
-    monkeypatch.setattr(kernel_pool, "ZYGOTE", broken)
+    monkeypatch.setattr(zygote_pool, "ZYGOTE", broken)
     with caplog.at_level(logging.WARNING):
         observed = last_json(run(OBSERVE, tmp_path))
     assert not observed["preloaded"] and observed["files"] == ["zygote.py"]

@@ -3,11 +3,11 @@ matplotlib once, from which each kernel is forked (autograder/zygote.py runs in 
 the grader's side, used by autograder/provisioner.py).
 
 A zygote's sandbox is the one a kernel started by bwrap would get (autograder/sandbox.py's
-:class:`Layout`), but for its working folder: a folder of this process bound where the sandbox has
-the notebooks' folders (``Layout.anchor_of``), into which each notebook's folder is copied before
+:class:`SandboxLayout`), but for its working folder: a folder of this process bound where the sandbox has
+the notebooks' folders (``SandboxLayout.anchor_of``), into which each notebook's folder is copied before
 its kernel is forked, and from which what the kernel wrote is copied back once every process of the
 sandbox has been stopped (the zygote's sweep), before the zygote clears its sandbox for the next
-kernel. Both copies take regular files and folders only and follow no link (:func:`copy_tree`): the
+kernel. Both copies take regular files and folders only and follow no link (:func:`tree.copy_tree`): the
 kernel may have planted links to anything the grader can write. A zygote that died, hangs or could
 not start is dropped from the pool; where none can start, the provisioner starts kernels with bwrap.
 """
@@ -18,19 +18,18 @@ import contextlib
 import json
 import logging
 import os
-import secrets
 import shutil
-import stat
+import signal
 import subprocess
 import sys
 import tempfile
 import threading
-import time
 from collections.abc import Mapping
 from multiprocessing.connection import Connection
 from pathlib import Path
 
-from .sandbox import Layout
+from .sandbox import SandboxLayout
+from .tree import copy_tree
 
 ZYGOTE = Path(__file__).with_name("zygote.py")
 READY_SECONDS = 120   # the zygote imports torch and matplotlib
@@ -47,7 +46,7 @@ class ZygoteHandle:
     """The grader's side of one zygote in its own sandbox: the process, and the connections to talk
     to it (one JSON object per message, framed by multiprocessing.connection)."""
 
-    def __init__(self, env: dict[str, str], anchor: str, layout: Layout, memory_mb: int, max_processes: int):
+    def __init__(self, env: dict[str, str], anchor: str, layout: SandboxLayout, memory_mb: int, max_processes: int):
         self.key = (tuple(sorted(env.items())), anchor, layout, memory_mb, max_processes)
         self.anchor = anchor
         self.folder = tempfile.mkdtemp(prefix="grading-submission-")   # bound at ``anchor``
@@ -95,14 +94,25 @@ class ZygoteHandle:
     def alive(self) -> bool:
         return self.proc.poll() is None
 
-    def spawn(self, connection: Mapping, env: dict[str, str], cwd: str, arguments: list[str]) -> ForkedKernel:
-        """A kernel for the notebook in ``cwd`` (``arguments``: the kernel spec's extra ones): its
+    def spawn(self, connection: Mapping, env: dict[str, str], cwd: str, arguments: list[str]) -> int:
+        """A kernel for the notebook in ``cwd`` (``arguments``: the kernel spec's extra ones), its pid: its
         folder's files copied to where the sandbox has ``cwd``, then forked to work there."""
         self.cwd, self.copy = cwd, os.path.join(self.folder, os.path.relpath(cwd, self.anchor))
         os.makedirs(self.copy, exist_ok=True)
         copy_tree(cwd, self.copy)
-        pid = self.ask(op="spawn", connection=dict(connection), env=env, cwd=cwd, arguments=arguments)["pid"]
-        return ForkedKernel(self, pid)
+        return self.ask(op="spawn", connection=dict(connection), env=env, cwd=cwd, arguments=arguments)["pid"]
+
+    def poll(self, pid: int) -> int | None:
+        """The forked kernel's return code, None while it runs (-SIGKILL once its sandbox is gone)."""
+        try:
+            return self.ask(op="poll", pid=pid)["returncode"]
+        except ZygoteLost:   # its sandbox is gone, and the kernel with it
+            return -signal.SIGKILL
+
+    def send_signal(self, pid: int, signum: int) -> None:
+        """Signal the forked kernel and what it started; answered once a killed kernel is gone."""
+        with contextlib.suppress(ZygoteLost):
+            self.ask(op="signal", pid=pid, signum=int(signum))
 
     def end_kernel(self) -> None:
         """Stop every process of the sandbox (the kernel too, if it still runs), copy what it wrote back
@@ -122,44 +132,6 @@ class ZygoteHandle:
         shutil.rmtree(self.folder, ignore_errors=True)
 
 
-class ForkedKernel:
-    """The parts of :class:`subprocess.Popen` that jupyter_client's LocalProvisioner uses, for a kernel
-    forked by a zygote: each asks the zygote, which only reports or signals."""
-
-    stdin = stdout = stderr = None
-
-    def __init__(self, zygote: ZygoteHandle, pid: int):
-        self.zygote, self.pid = zygote, pid
-        self.returncode: int | None = None
-
-    def poll(self) -> int | None:
-        if self.returncode is None:
-            try:
-                self.returncode = self.zygote.ask(op="poll", pid=self.pid)["returncode"]
-            except ZygoteLost:  # its sandbox is gone, and the kernel with it
-                self.returncode = -9
-        return self.returncode
-
-    def wait(self, timeout: float | None = None) -> int:
-        deadline = None if timeout is None else time.monotonic() + timeout
-        while self.poll() is None:
-            if deadline is not None and time.monotonic() > deadline:
-                raise subprocess.TimeoutExpired("forked kernel", timeout)
-            time.sleep(0.02)
-        return self.returncode
-
-    def send_signal(self, signum: int) -> None:
-        if self.poll() is None:
-            with contextlib.suppress(ZygoteLost):
-                self.zygote.ask(op="signal", pid=self.pid, signum=int(signum))
-
-    def kill(self) -> None:
-        self.send_signal(9)
-
-    def terminate(self) -> None:
-        self.send_signal(15)
-
-
 class ZygotePool:
     """Zygotes of this process, each for one sandbox environment (it shapes what they imported),
     anchor, layout and limits."""
@@ -169,7 +141,7 @@ class ZygotePool:
         self.broken: set[tuple] = set()   # sandboxes where no zygote could start
         self.lock = threading.Lock()
 
-    def acquire(self, env: dict[str, str], anchor: str, layout: Layout, memory_mb: int,
+    def acquire(self, env: dict[str, str], anchor: str, layout: SandboxLayout, memory_mb: int,
                 max_processes: int) -> ZygoteHandle | None:
         """An idle zygote for such a sandbox, started if there is none; None where none can start (the
         caller starts its kernel with bwrap). It is the caller's until its ``end_kernel``."""
@@ -211,82 +183,3 @@ def forkable(argv: list[str]) -> bool:
     python = sys.executable if argv and argv[0] in bare else shutil.which(argv[0]) if argv else None
     return (python is not None and os.path.realpath(python) == os.path.realpath(sys.executable)
             and argv[1:] == ["-m", "ipykernel_launcher", "-f", "{connection_file}"])
-
-
-def copy_tree(source: str, target: str) -> list[str]:
-    """Copy the folders and the new or changed regular files of ``source`` into ``target``
-    (keeping modes and times); log a warning naming what it left out, and return it (sorted): links,
-    FIFOs, sockets and devices, and what a non-folder or a link in ``target`` stands in the way of.
-
-    No link is followed on either side (either side may be a kernel's work): each folder is
-    opened beneath its parent with ``O_NOFOLLOW``, and each file is written anew under a name of
-    its own and renamed over its destination, so it never writes into a file that is there.
-    """
-    left_out: list[str] = []
-    try:
-        with opened_folder(source) as src, opened_folder(target) as dst:
-            _copy_folder(src, dst, "", left_out)
-    except OSError:
-        left_out.append(".")
-    if left_out:
-        log.warning("not copied from %s to %s (only regular files and folders are, never through a link): %s",
-                    source, target, ", ".join(sorted(left_out)))
-    return sorted(left_out)
-
-
-def _copy_folder(src: int, dst: int, where: str, left_out: list[str]) -> None:
-    with os.scandir(src) as entries:
-        entries = list(entries)
-    for entry in entries:
-        path = os.path.join(where, entry.name)
-        try:
-            mode = entry.stat(follow_symlinks=False).st_mode
-            if stat.S_ISDIR(mode):
-                with contextlib.suppress(FileExistsError):
-                    os.mkdir(entry.name, stat.S_IMODE(mode) | stat.S_IRWXU, dir_fd=dst)
-                with opened_folder(entry.name, src) as inner_src, opened_folder(entry.name, dst) as inner_dst:
-                    _copy_folder(inner_src, inner_dst, path, left_out)
-            elif not stat.S_ISREG(mode):
-                left_out.append(path)
-            elif _differs(entry.stat(follow_symlinks=False), entry.name, dst):
-                copy_file(entry.name, src, dst)
-        except OSError:
-            left_out.append(path)
-
-
-@contextlib.contextmanager
-def opened_folder(path: str, parent: int | None = None):
-    """A folder's descriptor; ``path`` must be a folder, not a link to one."""
-    fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW, dir_fd=parent)
-    try:
-        yield fd
-    finally:
-        os.close(fd)
-
-
-def _differs(source: os.stat_result, name: str, dst: int) -> bool:
-    try:
-        target = os.stat(name, dir_fd=dst, follow_symlinks=False)
-    except FileNotFoundError:
-        return True
-    return not stat.S_ISREG(target.st_mode) or (target.st_size, target.st_mtime_ns) != (source.st_size,
-                                                                                      source.st_mtime_ns)
-
-
-def copy_file(name: str, src: int, dst: int) -> None:
-    """``name`` from folder ``src`` to folder ``dst``: written as a new file, renamed into place."""
-    partial = f".copying-{secrets.token_hex(8)}"
-    with os.fdopen(os.open(name, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK, dir_fd=src), "rb") as reader:
-        info = os.fstat(reader.fileno())
-        if not stat.S_ISREG(info.st_mode):  # swapped since it was listed
-            raise OSError(f"{name} is no regular file")
-        with os.fdopen(os.open(partial, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600,
-                               dir_fd=dst), "wb") as writer:
-            shutil.copyfileobj(reader, writer)
-            os.fchmod(writer.fileno(), stat.S_IMODE(info.st_mode))
-            os.utime(writer.fileno(), ns=(info.st_atime_ns, info.st_mtime_ns))
-    try:
-        os.rename(partial, name, src_dir_fd=dst, dst_dir_fd=dst)
-    except OSError:
-        os.unlink(partial, dir_fd=dst)
-        raise
