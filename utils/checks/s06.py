@@ -370,17 +370,15 @@ def _square_observable(q, k, v, block: int) -> bool:
     return min(Tq, Tk) > max(q.size(-1), v.size(-1)) and block < Tk
 
 
-def _observed_run(q, k, v, bs, causal, square: bool, earlier: Cases | None = None):
+def _observed_run(q, k, v, bs, causal, square: bool):
     """(yields) The candidate's output on one case, the case's description and the first full [Tq, Tk] tensor
-    the kernel saw (None, or when ``square`` is False); a built-in attention call or a tuple fails. A call that
-    fails after a wrong case of ``earlier`` gives that case's verdict."""
+    the kernel saw (None, or when ``square`` is False); a built-in attention call or a tuple fails."""
     Tq, Tk = q.size(-2), k.size(-2)
     what = f"q {tuple(q.shape)}、k {tuple(k.shape)}、v {tuple(v.shape)}、block_size={bs}、causal={causal}" + \
            ("" if q.dtype == torch.float32 else f"、dtype={q.dtype}") + " 时"
     kwargs = {"causal": causal} if bs is None else {"block_size": bs, "causal": causal}
     watch = Watch(torch_calls=True, square=(Tq, Tk, math.prod(q.shape[:-2])) if square else None)
-    call = Call(CANDIDATE, (q, k, v), kwargs, pure=True, watch=watch)
-    seen = (yield from earlier.call(call)) if earlier is not None else (yield call)
+    seen = yield Call(CANDIDATE, (q, k, v), kwargs, pure=True, watch=watch)
     builtin = next((name for name in seen.torch_calls
                     if "scaled_dot_product_attention" in name or "multi_head_attention" in name), None)
     if builtin:
@@ -459,8 +457,8 @@ def check_tiled_attention(extended: bool = False, seed: int = 0):
     for i, (shape_q, Tk, Dv, bs, causal) in enumerate(cases):
         q, k, v = _increasing(shape_q, Tk, Dv, seed=seed + i)
         block = 64 if bs is None else bs                                        # the default block_size
-        got, what, full = yield from _observed_run(q, k, v, bs, causal, square=_square_observable(q, k, v, block),
-                                                   earlier=judged)
+        got, what, full = yield from judged.run(_observed_run(q, k, v, bs, causal,
+                                                              square=_square_observable(q, k, v, block)))
         outs = tiled_outputs(q, k, v, block, causal)
         if judged.add(what, got, outs["want"], outs["wrong"], inputs={"q": q, "k": k, "v": v}).right():
             _require_dtype(got, q, what)

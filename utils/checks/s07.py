@@ -140,16 +140,9 @@ def cache_steps(k_all, v_all, chunks) -> list[dict]:
 _CAT_CRASH = {"cache-wrong-dim": r"cat\([^\n]*dim\s*=\s*(0|1|3|-1)\b"}
 
 
-def _update(cache, k, v, what: str, judged: tuple[Cases, Cases]):
-    """(yields) cache.update(k, v), which must return the pair (k_all, v_all); a crash after an earlier wrong
-    case of ``judged`` (the k cases, the v cases) gives that case's verdict."""
-    try:
-        out = yield Call(Attr(cache, "update"), (k, v), pure=True, hints=_CAT_CRASH)
-    except CheckError:
-        for cases in judged:
-            if any(not case.right() for case in cases.seen):
-                cases.decide()
-        raise
+def _update(cache, k, v, what: str):
+    """(yields) cache.update(k, v), which must return the pair (k_all, v_all)."""
+    out = yield Call(Attr(cache, "update"), (k, v), pure=True, hints=_CAT_CRASH)
     if not (isinstance(out, tuple) and len(out) == 2):
         raise CheckError("wrong-type", f"{what}：update(k, v) 应返回二元组 (k_all, v_all)，实际是 {type_name(out)}。")
     return out
@@ -167,7 +160,7 @@ def _run_cache(B, Hkv, Dh, chunks, seed, label, judged: tuple[Cases, Cases]):
     start = 0
     for i, (n, want) in enumerate(zip(chunks, cache_steps(k_all, v_all, chunks))):
         k, v = k_all[:, :, start:start + n], v_all[:, :, start:start + n]    # (B, Hkv, n, Dh)
-        got_k, got_v = yield from _update(cache, k, v, label, judged)
+        got_k, got_v = yield from k_cases.run(v_cases.run(_update(cache, k, v, label)))
         end = start + n
         what = f"{label}，第 {i + 1} 次 update（之前已缓存 {start} 个位置，这次新增 {n} 个）返回的 k"
         right_k = close(got_k, want["k"])
@@ -362,16 +355,6 @@ def _gqa_module(C: int, H: int, Hkv: int, L: int, seed: int):
     return m, w
 
 
-def _decoded(decoded: Cases, module, x, outs, chunks, H, what, mask_hint=False):
-    """(yields) ``_decode``; a failure after an earlier wrong case of ``decoded`` gives that case's verdict."""
-    try:
-        return (yield from _decode(module, x, outs, chunks, H, what, mask_hint))
-    except CheckError:
-        if any(not case.right() for case in decoded.seen):
-            decoded.decide()
-        raise
-
-
 @check("GroupedQueryAttention")
 def check_GroupedQueryAttention(extended: bool = False, seed: int = 0):
     """1. the full causal forward of every case, no cache; 2. per case, uneven chunks through a fresh cache (the new
@@ -381,7 +364,7 @@ def check_GroupedQueryAttention(extended: bool = False, seed: int = 0):
     cases = GQA_CASES + (hidden_gqa_cases() if extended else [])
     built, full = [], Cases()
     for i, (B, T, C, H, Hkv, L, chunks) in enumerate(cases):
-        m, w = yield from _gqa_module(C, H, Hkv, L, seed + i)
+        m, w = yield from full.run(_gqa_module(C, H, Hkv, L, seed + i))
         x, x2 = randn(B, T, C, seed=seed + i), randn(B, T, C, seed=seed + 100 + i)   # (B, T, C) each
         outs, outs2 = gqa_outputs(x, w, H, Hkv), gqa_outputs(x2, w, H, Hkv)
         label = f"B={B}, T={T}, n_embed={C}, n_head={H}, n_kv_head={Hkv}"
@@ -392,7 +375,7 @@ def check_GroupedQueryAttention(extended: bool = False, seed: int = 0):
     decoded = Cases()
     for (B, T, C, H, Hkv, L, chunks), (m, w, x, x2, outs, outs2, label) in zip(cases, built):
         what = f"{label}，按分块 {list(chunks)} 带缓存解码时（应等于一次算完的输出）"
-        got_chunks, received = yield from _decoded(decoded, m, x, outs, chunks, H, what, mask_hint=True)
+        got_chunks, received = yield from decoded.run(_decode(m, x, outs, chunks, H, what, mask_hint=True))
         if not received:
             raise CheckError("cache-unused", f"{label}：解码之后，传进去的 cache 仍是空的"
                                              "（forward 没有调用 cache.update）。")
@@ -410,7 +393,7 @@ def check_GroupedQueryAttention(extended: bool = False, seed: int = 0):
                                                 "第二个序列换了一个新建的 cache、"
                                                 "同样分块解码，输出却不等于它一次算完的输出——上一个序列的状态留在了模块里。")
         ones = (1,) * T
-        got_steps, _ = yield from _decoded(decoded, m, x2, outs2, ones, H, f"{label}，逐个位置解码")
+        got_steps, _ = yield from decoded.run(_decode(m, x2, outs2, ones, H, f"{label}，逐个位置解码"))
         decoded.add(f"{label}，带缓存逐个位置解码时（应等于一次算完的输出）", got_steps, outs2["want"],
                     [("cache-unused", gqa_chunked(x2, w, H, Hkv, ones)["no-past"])], inputs={"x": x2})
     decoded.decide()

@@ -21,14 +21,12 @@ from .protocol import CANDIDATE, Attr, Call, Get, Handle, Watch
 _BUILTIN_NORMS = ("layer_norm", "rms_norm", "group_norm", "batch_norm", "instance_norm")
 
 
-def _normalised(target, args: tuple, kwargs: dict | None = None, cases: Cases | None = None):
-    """(yields) ``target(*args, **kwargs)``, which must not change its inputs nor call a built-in norm; called
-    through ``cases`` when given (a crash after an earlier wrong case gives that case's verdict).
+def _normalised(target, args: tuple, kwargs: dict | None = None):
+    """(yields) ``target(*args, **kwargs)``, which must not change its inputs nor call a built-in norm.
 
     Which torch functions ran is observed by the kernel that runs the learner's code: a property, not an
     output (the finding says so)."""
-    call = Call(target, args, kwargs or {}, pure=True, watch=Watch(torch_calls=True))
-    seen = (yield from cases.call(call)) if cases is not None else (yield call)
+    seen = yield Call(target, args, kwargs or {}, pure=True, watch=Watch(torch_calls=True))
     for fragment in _BUILTIN_NORMS:
         name = next((called for called in seen.torch_calls if fragment in called), None)
         if name:
@@ -196,9 +194,9 @@ def _decide_rms(cases: Cases) -> None:
 def check_RMSNorm(extended: bool = False, seed: int = 0):
     cases = Cases()
     for i, (shape, scale, eps) in enumerate(NORM_CASES + (hidden_rms_cases() if extended else [])):
-        module, weight = yield from _loaded_rmsnorm(shape[-1], eps, seed + 50 + i)
+        module, weight = yield from cases.run(_loaded_rmsnorm(shape[-1], eps, seed + 50 + i))
         x = _tokens(shape, seed + i, scale)                                                # (..., D)
-        got = yield from _normalised(module, (x,), cases=cases)
+        got = yield from cases.run(_normalised(module, (x,)))
         outs = rms_outputs(x, weight, 1e-6 if eps is None else eps, eps is not None)
         what = f"输入形状 {shape}、数值量级 {scale:g}、eps={'默认' if eps is None else eps} 时"
         if cases.add(what, got, outs["want"], outs["wrong"], inputs={"x": x, "weight": weight}).right():
@@ -261,7 +259,7 @@ def check_layer_norm(extended: bool = False, seed: int = 0):
         x = _tokens(shape, seed + i, scale)                                                # (..., D)
         w = randn(D, seed=seed + 50 + i, scale=0.5, shift=1.0)                            # (D,)
         b = randn(D, seed=seed + 80 + i, scale=0.3)                                       # (D,)
-        got = yield from _normalised(CANDIDATE, (x, w, b), {} if eps is None else {"eps": eps}, cases=cases)
+        got = yield from cases.run(_normalised(CANDIDATE, (x, w, b), {} if eps is None else {"eps": eps}))
         outs = ln_outputs(x, w, b, 1e-5 if eps is None else eps, eps is not None)
         what = f"输入形状 {shape}、数值量级 {scale:g}、eps={'默认' if eps is None else eps} 时"
         cases.add(what, got, outs["want"], outs["wrong"], inputs={"x": x, "weight": w, "bias": b})
@@ -304,8 +302,8 @@ def ffn_outputs(x, w) -> dict:
 def check_FeedForward(extended: bool = False, seed: int = 0):
     cases = Cases()
     for i, (B, T, C, hidden) in enumerate(FFN_CASES + (hidden_ffn_cases() if extended else [])):
-        ffn, layout = yield from make_module(CANDIDATE, "FeedForward(...)", *((C,) if hidden is None else (C, hidden)),
-                                                seed=seed + i)
+        ffn, layout = yield from cases.run(make_module(CANDIDATE, "FeedForward(...)",
+                                                       *((C,) if hidden is None else (C, hidden)), seed=seed + i))
         H = 4 * C if hidden is None else hidden
         fc1 = part(layout, "fc1")
         if hidden is None and "linear" in fc1["kinds"] and fc1["fields"]["out_features"] != H:
@@ -315,7 +313,7 @@ def check_FeedForward(extended: bool = False, seed: int = 0):
         require_linear(part(layout, "fc2"), "fc2", H, C, bias=True, code="ffn-layout")
         weights = fixed_weights({"fc1.weight": (H, C), "fc1.bias": (H,), "fc2.weight": (C, H), "fc2.bias": (C,)},
                                 seed + i)
-        yield from load(ffn, weights, code="ffn-layout")
+        yield from cases.run(load(ffn, weights, code="ffn-layout"))
         x = randn(B, T, C, seed=seed + 10 + i, scale=2.0)                                  # (B, T, C)
         got = yield from cases.call(Call(ffn, (x,), pure=True))
         outs = ffn_outputs(x, weights)
@@ -362,10 +360,10 @@ def swiglu_outputs(x, w) -> dict:
 def check_SwiGLU(extended: bool = False, seed: int = 0):
     cases = Cases()
     for i, (B, T, D, H) in enumerate(SWIGLU_CASES + (hidden_swiglu_cases() if extended else [])):
-        ffn, layout = yield from make_module(CANDIDATE, "SwiGLU(...)", D, H, seed=seed + i)
+        ffn, layout = yield from cases.run(make_module(CANDIDATE, "SwiGLU(...)", D, H, seed=seed + i))
         require_swiglu_layout(layout, "", D, H)
         weights = swiglu_weights(D, H, seed + i)
-        yield from load(ffn, weights, code="ffn-layout")
+        yield from cases.run(load(ffn, weights, code="ffn-layout"))
         x = randn(B, T, D, seed=seed + 10 + i, scale=2.0)                                  # (B, T, D)
         got = yield from cases.call(Call(ffn, (x,), pure=True))
         outs = swiglu_outputs(x, weights)
@@ -471,11 +469,11 @@ def check_Block(extended: bool = False, seed: int = 0):
     cases = Cases()
     for i, (B, T, C, H, L, hidden) in enumerate(BLOCK_CASES + (hidden_block_cases() if extended else [])):
         kwargs = {} if hidden is None else {"ffn_hidden": hidden}
-        block, layout = yield from make_module(CANDIDATE, "Block(...)", C, H, L, seed=seed + i, **kwargs)
+        block, layout = yield from cases.run(make_module(CANDIDATE, "Block(...)", C, H, L, seed=seed + i, **kwargs))
         width = 4 * C if hidden is None else hidden
         _check_block_layout(layout, C, width, hidden is None)
         weights = block_weights(C, width, seed + i)
-        yield from load(block, weights, code="block-layout")
+        yield from cases.run(load(block, weights, code="block-layout"))
         x = randn(B, T, C, seed=seed + 10 + i, scale=3.0, shift=1.0)                       # (B, T, C), not normalised
         got = yield from cases.call(Call(block, (x,), pure=True))
         outs = block_outputs(x, weights, H, BLOCK_EPS)
