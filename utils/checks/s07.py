@@ -162,13 +162,13 @@ def _run_cache(B, Hkv, Dh, chunks, seed, label, judged: tuple[Cases, Cases]):
         k, v = k_all[:, :, start:start + n], v_all[:, :, start:start + n]    # (B, Hkv, n, Dh)
         got_k, got_v = yield from k_cases.run(v_cases.run(_update(cache, k, v, label)))
         end = start + n
-        what = f"{label}，第 {i + 1} 次 update（之前已缓存 {start} 个位置，这次新增 {n} 个）返回的 k"
+        what = f"{label}，第 {i + 1} 次 update（之前已缓存 {start} 个位置，这次新增 {n} 个）返回 k 时"
         right_k = close(got_k, want["k"])
         right_v = close(got_v, want["v"])
         if not (right_k and right_v) or i == len(chunks) - 1:
             given = {"k": k, "v": v}
             k_cases.add(what, got_k, want["k"], want["k-wrong"], inputs=given)
-            v_cases.add(what.replace("返回的 k", "返回的 v"), got_v, want["v"], want["v-wrong"], inputs=given)
+            v_cases.add(what.replace("返回 k 时", "返回 v 时"), got_v, want["v"], want["v-wrong"], inputs=given)
         if not (right_k and right_v):
             return
         n_cached = yield from _length(cache, label)
@@ -183,10 +183,11 @@ def _run_cache(B, Hkv, Dh, chunks, seed, label, judged: tuple[Cases, Cases]):
 def check_KVCache(extended: bool = False, seed: int = 0):
     judged = Cases(), Cases()                                                # what update returned: k, v
     for i, (B, Hkv, Dh, chunks) in enumerate(CACHE_CASES + (hidden_cache_cases() if extended else [])):
-        label = f"B={B}, Hkv={Hkv}, Dh={Dh}，分块 {list(chunks)}"
-        yield from _run_cache(B, Hkv, Dh, chunks, seed + 10 * i, label, judged)
+        shape = f"B={B}, Hkv={Hkv}, Dh={Dh}"
+        yield from _run_cache(B, Hkv, Dh, chunks, seed + 10 * i, f"{shape}，分块 {list(chunks)}", judged)
         # a second sequence in a second, fresh cache must start from nothing
-        yield from _run_cache(B, Hkv, Dh, chunks[::-1], seed + 10 * i + 5, label + "（第二个序列、新建的缓存）", judged)
+        yield from _run_cache(B, Hkv, Dh, chunks[::-1], seed + 10 * i + 5,
+                              f"{shape}，第二个序列、新建的缓存，分块 {list(chunks[::-1])}", judged)
     for cases in judged:
         cases.decide()
 
