@@ -288,4 +288,10 @@ VARIANTS = [
         update="acc = (alpha * acc + p @ vb).to(q.dtype).float(); l = l.to(q.dtype).float()")),
     # no guard: a causal call with Tq != Tk silently masks by top-left positions
     wrong("tiled_attention", "causal-any-shapes", "tiled-causal-shape-unchecked", tiled(guard="False and ")),
+    # --- a known mistake's number on one case only: no diagnosis (counts.Counts) ---
+    # planted: half the count where T = 7, a third elsewhere
+    wrong("attention_flops", "half-on-one-input", "wrong", """
+        def attention_flops(B, H, T, Dh):
+            return 4 * B * H * T * T * Dh // (2 if T == 7 else 3)
+    """),
 ]

@@ -335,4 +335,15 @@ VARIANTS = [
         def quiz_kv_cache():
             return {"gemma_7b_gib": 3.5, "batch16_gib": 56.0, "qwen2_shrink": 6.0}
     '''),
+    # --- a known mistake's numbers on one case only: no diagnosis (compare.confirmed) ---
+    # planted: each mistake on the inputs of 5 positions alone, right everywhere else
+    wrong("GroupedQueryAttention", "split-without-transpose-on-one-input", "wrong", gqa().replace(
+        "q = self.q_proj(x).view(B, T, self.n_head, self.head_dim).transpose(1, 2)",
+        """q = self.q_proj(x).view(B, T, self.n_head, self.head_dim).transpose(1, 2)
+        if T == 5:
+            q = self.q_proj(x).view(B, self.n_head, T, self.head_dim)""")),
+    wrong("GroupedQueryAttention", "softmax-over-queries-on-one-input", "wrong", gqa(
+        attend=_ATTEND.replace("att.softmax(dim=-1)", "att.softmax(dim=-2 if T == 5 else -1)"))),
+    wrong("kv_cache_bytes", "no-batch-on-one-input", "wrong", kvb(
+        "return 2 * n_layer * n_kv_head * head_dim * seq_len * (1 if seq_len == 11 else batch_size) * bytes_per_elem")),
 ]

@@ -340,4 +340,19 @@ VARIANTS = [
             return {"attn_params": attn, "ffn_params": ffn, "ffn_share": ffn / (attn + ffn),
                     "moe_total_ffn": 8 * expert, "moe_active_ffn": 2 * expert}
     """),
+    # --- a known mistake's numbers on one case only: no diagnosis (compare.confirmed) ---
+    # the sum of squares divided by the batch size: on a single sequence (x.size(0) = 1) exactly
+    # [rmsnorm-sum-not-mean], on every other input something else
+    wrong("RMSNorm", "divides-by-batch-size", "wrong", rms(
+        body="return x / torch.sqrt(x.pow(2).sum(dim=-1, keepdim=True) / x.size(0) + self.eps) * self.weight")),
+    # planted: each mistake on the inputs of width 7 alone, right everywhere else
+    wrong("layer_norm", "var-uncentred-on-one-input", "wrong", ln(
+        var="var = (x ** 2 if x.size(-1) == 7 else (x - mean) ** 2).mean(dim=-1, keepdim=True)")),
+    wrong("layer_norm", "bias-dropped-on-one-input", "wrong", ln(
+        out="(x - mean) / torch.sqrt(var + eps) * weight + (0 if x.size(-1) == 7 else bias)")),
+    # planted: each mistake on the inputs of 3 positions alone
+    wrong("FeedForward", "gelu-after-fc2-on-one-input", "wrong", ffn(
+        body="return F.gelu(self.fc2(self.fc1(x))) if x.size(1) == 3 else self.fc2(F.gelu(self.fc1(x)))")),
+    wrong("SwiGLU", "silu-on-product-on-one-input", "wrong", swiglu(body="""g, u = self.w_gate(x), self.w_up(x)
+        return self.w_down(F.silu(g * u) if x.size(1) == 3 else F.silu(g) * u)""")),
 ]

@@ -330,4 +330,11 @@ VARIANTS = [
             # YOUR CODE HERE
             raise NotImplementedError()
     """),
+    # --- a known mistake's numbers on one case only: no diagnosis (compare.confirmed) ---
+    # planted: positions from 1 where T = 6, right elsewhere
+    wrong("rope_angles", "positions-from-one-on-one-input", "wrong", """
+        def rope_angles(T, head_dim, base=10000.0):
+            theta = base ** (-torch.arange(0, head_dim, 2, dtype=torch.float64) / head_dim)
+            return torch.outer(torch.arange(T, dtype=torch.float64) + (T == 6), theta)
+    """),
 ]

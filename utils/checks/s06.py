@@ -16,8 +16,9 @@ import random
 import torch
 
 from .common import quiz_number
-from .compare import close, expect, quiz_answers, require_tensor, type_name
+from .compare import Cases, close, confirmed, expect, quiz_answers, require_tensor, type_name
 from .core import OBSERVED, CheckError, check
+from .counts import Counts
 from .keys import recipe
 from .oracle import answer_key, instructor_only, matches, oracle
 from .protocol import CANDIDATE, Call, Source, Watch
@@ -92,27 +93,23 @@ def _matmul_step(B, H, T, Dh) -> str:
 
 @check("attention_flops")
 def check_attention_flops(extended: bool = False, seed: int = 0):
+    """Every case's count, judged together (counts.Counts); a count of half the right one is 1 FLOP per multiply-add
+    when the function adds two terms (one per matmul), else one matmul left out."""
     cases = COUNT_CASES + (hidden_count_cases(seed) if extended else [])
+    half = "flops-mac-as-one" if _adds_two_terms((yield Source(CANDIDATE))) else "flops-one-matmul"
+    judged = Counts()
     for B, H, T, Dh in cases:
         what = f"attention_flops(B={B}, H={H}, T={T}, Dh={Dh})"
         got = yield Call(CANDIDATE, (B, H, T, Dh))
         _require_number(got, what)
         counts = flops_counts(B, H, T, Dh)
-        want, step = counts["want"], _matmul_step(B, H, T, Dh)
-        if got == want:
+        if got == counts["want"]:
             _require_int(got, what)
-            continue
-        if got == counts["half"]:
-            code = "flops-mac-as-one" if _adds_two_terms((yield Source(CANDIDATE))) else "flops-one-matmul"
-            raise CheckError(code, f"{what} 返回 {got}，恰好是正确值 {want} 的一半。", step=step)
-        if got == counts["quarter"]:
-            raise CheckError("flops-mac-as-one", f"{what} 返回 {got}，是正确值 {want} 的 1/4：只数了一次矩阵乘法，"
-                                                 f"而且把乘加算成了 1 次。", step=step)
-        for code in ("count-missing-batch", "count-missing-heads", "count-T-not-squared"):
-            if got == counts[code]:
-                raise CheckError(code, f"{what} 返回 {got}，应为 {want}。", step=step)
-        _require_int(got, what)
-        raise CheckError("wrong", f"{what} 返回 {got}，应为 {want}。", step=step)
+        wrong = [(half, counts["half"]), ("flops-mac-as-one", counts["quarter"])]
+        wrong += [(code, counts[code]) for code in ("count-missing-batch", "count-missing-heads",
+                                                    "count-T-not-squared")]
+        judged.add(what, got, counts["want"], wrong, step=_matmul_step(B, H, T, Dh))
+    judged.decide(before_plain=_require_int)
 
 
 # --- attention_weights_bytes -------------------------------------------------------------------
@@ -149,21 +146,18 @@ def check_attention_weights_bytes(extended: bool = False, seed: int = 0):
     cases = [(B, H, T, DTYPES[i % len(DTYPES)]) for i, (B, H, T, _) in enumerate(COUNT_CASES)]
     cases += [(3, 5, 7, torch.float16)]
     cases += hidden_bytes_cases(seed) if extended else []
+    judged = Counts()
     for i, (B, H, T, dtype) in enumerate(cases):
         what = f"attention_weights_bytes(B={B}, H={H}, T={T}, dtype={dtype})"
         got = yield (Call(CANDIDATE, (B, H, T, dtype)) if i % 2 else Call(CANDIDATE, (B, H, T), {"dtype": dtype}))
         _require_number(got, what)
         counts = bytes_counts(B, H, T, dtype)
         want, size = counts["want"], counts["size"]
-        step = f"这个用例的张量 [{B}, {H}, {T}, {T}] 有 {want // size:,} 个元素，{dtype} 的每个元素占 {size} 字节。"
         if got == want:
             _require_int(got, what)
-            continue
-        for code, value in counts["wrong"]:
-            if got == value and value != want:
-                raise CheckError(code, f"{what} 返回 {got}，应为 {want}。", step=step)
-        _require_int(got, what)
-        raise CheckError("wrong", f"{what} 返回 {got}，应为 {want}。", step=step)
+        step = f"这个用例的张量 [{B}, {H}, {T}, {T}] 有 {want // size:,} 个元素，{dtype} 的每个元素占 {size} 字节。"
+        judged.add(what, got, want, counts["wrong"], step=step)
+    judged.decide(before_plain=_require_int)
     got, want = (yield Call(CANDIDATE, (3, 5, 7))), bytes_counts(3, 5, 7, torch.float32)["want"]
     if got != want:
         raise CheckError("wrong", f"不传 dtype 时应按默认的 torch.float32 计算：attention_weights_bytes(3, 5, 7) 应为 "
@@ -304,7 +298,7 @@ def tiled_outputs(q, k, v, bs, causal) -> dict:
     if causal:
         wrong += [("not-causal", unmasked), ("tiled-diagonal-off-by-one", _attend(q, k, v, True, diagonal=1)),
                   ("tiled-block-offset", _tiled(q, k, v, bs, True, local_keys=True))]
-    elif Tq == Tk:
+    else:   # masked anyway: query i sees keys 0…i (with Tq ≠ Tk too, as a mask that ignores the flag does)
         wrong.append(("causal-flag-ignored", _attend(q, k, v, True)))
     no_diagonal = _attend(q, k, v, True, diagonal=-1) if causal and Tq > 1 else None
     return {"want": _attend(q, k, v, causal), "wrong": wrong, "no-diagonal": no_diagonal, "unmasked": unmasked}
@@ -395,25 +389,39 @@ def _observed_run(q, k, v, bs, causal, square: bool):
     return seen.value, what, seen.square
 
 
-def _diagnose_tiled(got, outs, q, k, v, bs, causal, what):
-    """(yields) Name the misconception a wrong output shows; returns quietly when none fits."""
+def _tiled_finding(got, outs, q, k, v, bs, causal, what):
+    """(yields) What a wrong output shows beyond the misconceptions' outputs (None when nothing): rows left out, the
+    diagonal left out, or — by running the same input as one block — a merge of blocks or a block's mask that is
+    wrong. (code, what was seen)."""
     Tq, Tk = q.size(-2), k.size(-2)
     n_full = Tk // bs * bs
     if got.shape[:-2] == q.shape[:-2] and got.size(-2) == n_full < Tq:
-        raise CheckError("tiled-drops-last-block", f"{what}：输出只有 {n_full} 行（应为 {Tq}）。")
-    for code, wrong in outs["wrong"]:
-        if close(got, wrong):
-            raise CheckError(code, f"{what}，与这个误区算出的结果一致。")
+        return "tiled-drops-last-block", f"{what}：输出只有 {n_full} 行（应为 {Tq}）"
     full_shape = got.shape == (*q.shape[:-1], v.size(-1))
     if outs["no-diagonal"] is not None and full_shape and close(got[..., 1:, :], outs["no-diagonal"][..., 1:, :]):
-        raise CheckError("tiled-diagonal-off-by-one", f"{what}：位置 t 的输出只用了 0…t−1 的键，没有看自己。")
+        return "tiled-diagonal-off-by-one", f"{what}：位置 t 的输出只用了 0…t−1 的键，没有看自己"
     if bs < Tk and full_shape:
         one_block = yield Call(CANDIDATE, (q, k, v), {"block_size": Tk, "causal": causal})
         if close(one_block, outs["want"]):
             if causal and close((yield Call(CANDIDATE, (q, k, v), {"block_size": bs, "causal": False})),
                                 outs["unmasked"]):
-                raise CheckError("tiled-block-offset", f"{what}：一个块或不加掩码时都对，多个块加因果掩码时不对。")
-            raise CheckError("tiled-merge-wrong", f"{what}：block_size ≥ T（只有一个块）时正确，分成多个块时不对。")
+                return "tiled-block-offset", f"{what}：一个块或不加掩码时都对，多个块加因果掩码时不对"
+            return "tiled-merge-wrong", f"{what}：block_size ≥ T（只有一个块）时正确，分成多个块时不对"
+    return None
+
+
+def _diagnose_tiled(cases: Cases, runs: list):
+    """(yields) The verdict on the cases that came back wrong: a misconception confirmed on two cases (compare);
+    else a finding of :func:`_tiled_finding` that the first two wrong cases both show; else the plain finding on
+    the first. ``runs``: per case of ``cases``, the arguments of _tiled_finding but the output."""
+    wrong = [(case, run) for case, run in zip(cases.seen, runs) if not case.right()]
+    if wrong and confirmed(cases.seen) is None and len(wrong) >= 2:
+        found = []
+        for case, run in wrong[:2]:
+            found.append((yield from _tiled_finding(case.got, *run)))
+        if found[0] and found[1] and found[0][0] == found[1][0]:
+            raise CheckError(found[0][0], f"{found[0][1]}；{found[1][1]}。")
+    cases.decide()
 
 
 def _require_dtype(got, q, what) -> None:
@@ -445,20 +453,21 @@ def _check_causal_shapes():
 @check("tiled_attention")
 def check_tiled_attention(extended: bool = False, seed: int = 0):
     cases = TILED_CASES + (hidden_tiled_cases(seed) if extended else [])
+    judged, runs = Cases(), []
     for i, (shape_q, Tk, Dv, bs, causal) in enumerate(cases):
         q, k, v = _increasing(shape_q, Tk, Dv, seed=seed + i)
         block = 64 if bs is None else bs                                        # the default block_size
-        got, what, full = yield from _observed_run(q, k, v, bs, causal, square=_square_observable(q, k, v, block))
+        got, what, full = yield from judged.run(_observed_run(q, k, v, bs, causal,
+                                                              square=_square_observable(q, k, v, block)))
         outs = tiled_outputs(q, k, v, block, causal)
-        if not close(got, outs["want"]):
-            if isinstance(got, torch.Tensor):
-                yield from _diagnose_tiled(got, outs, q, k, v, block, causal, what)
-            expect(got, outs["want"], f"{what}的输出")
-        _require_dtype(got, q, what)
+        if judged.add(what, got, outs["want"], outs["wrong"], inputs={"q": q, "k": k, "v": v}).right():
+            _require_dtype(got, q, what)
+        runs.append((outs, q, k, v, block, causal, what))
         if full:
             op, shape = full
             raise CheckError("tiled-materializes-scores", f"{what}，{op} 产生了一个形状为 {list(shape)} 的张量"
                                                           f"（包含完整的 [Tq, Tk] = [{q.size(-2)}, {Tk}]）{OBSERVED}。")
+    yield from _diagnose_tiled(judged, runs)
     low = LOW_PRECISION_CASES + (hidden_low_precision_cases() if extended else [])
     for i, (shape_q, Tk, Dv, bs, causal, dtype) in enumerate(low):
         q, k, v = _low_precision(shape_q, Tk, Dv, dtype, seed=seed + 100 + i)

@@ -13,8 +13,9 @@ import math
 import torch
 
 from .common import decode_in_chunks, fixed_weights, load, make_module, part, quiz_number, require_linear
-from .compare import close, expect, places, quiz_answers, randn, type_name
+from .compare import Cases, close, places, quiz_answers, randn, type_name
 from .core import CheckError, check
+from .counts import Counts
 from .keys import recipe
 from .oracle import answer_key, instructor_only, matches, oracle
 from .protocol import CANDIDATE, Attr, Builtin, Call, Describe, Get, Handle, New
@@ -24,8 +25,10 @@ from .stand_ins import SCRIPTED_CACHE, positions
 REPEAT_CASES = [(2, 2, 3, 4, 3), (1, 3, 5, 2, 2), (2, 4, 1, 3, 1)]
 # KVCache: (B, Hkv, Dh, chunk lengths)
 CACHE_CASES = [(2, 2, 4, (3, 2, 1, 1)), (1, 1, 3, (1, 1, 1))]
-# GroupedQueryAttention: (B, T, n_embed, n_head, n_kv_head, context_length, chunks); T < context.
-GQA_CASES = [(2, 7, 16, 4, 2, 10, (3, 2, 1, 1)), (1, 5, 12, 3, 1, 8, (2, 1, 2)), (1, 4, 8, 2, 2, 6, (1, 3))]
+# GroupedQueryAttention: (B, T, n_embed, n_head, n_kv_head, context_length, chunks); T < context. GQA, MQA, MHA,
+# and a second GQA (1 < n_kv_head < n_head), so that the order of the groups is told on two cases.
+GQA_CASES = [(2, 7, 16, 4, 2, 10, (3, 2, 1, 1)), (1, 5, 12, 3, 1, 8, (2, 1, 2)), (1, 4, 8, 2, 2, 6, (1, 3)),
+             (2, 6, 24, 6, 3, 8, (4, 2))]
 # kv_cache_bytes: distinct primes, so that each misconception gives a different number.
 BYTES_CASES = [(3, 5, 7, 11, 13, 4), (2, 1, 64, 100, 1, 2)]
 _MASK_CRASH = {"cache-mask-offset": r"tril|mask|is_causal|triu"}
@@ -71,13 +74,15 @@ def _head_major_places(B: int, Hkv: int, T: int, Dh: int, offset: int) -> torch.
 
 @check("repeat_kv")
 def check_repeat_kv(extended: bool = False, seed: int = 0):
+    cases = Cases()
     for B, Hkv, T, Dh, n_rep in REPEAT_CASES + (hidden_repeat_cases() if extended else []):
         # every value names its place, so head order is visible; the seed shifts them by less than 1000, which
         # keeps them exact in float32 (the judge's seeds reach 2³¹)
         x = _head_major_places(B, Hkv, T, Dh, offset=seed % 1000)                          # (B, Hkv, T, Dh)
-        got = yield Call(CANDIDATE, (x, n_rep), pure=True)
+        got = yield from cases.call(Call(CANDIDATE, (x, n_rep), pure=True))
         outs = repeat_outputs(x, n_rep)
-        expect(got, outs["want"], f"x 形状 {tuple(x.shape)}、n_rep={n_rep} 时", outs["wrong"], inputs={"x": x})
+        cases.add(f"x 形状 {tuple(x.shape)}、n_rep={n_rep} 时", got, outs["want"], outs["wrong"], inputs={"x": x})
+    cases.decide()
 
 
 # --- KVCache --------------------------------------------------------------------------------
@@ -143,26 +148,29 @@ def _update(cache, k, v, what: str):
     return out
 
 
-def _run_cache(B, Hkv, Dh, chunks, seed, label):
-    """(yields) Feed chunks of K/V into a fresh cache; compare what update returns and len after each."""
+def _run_cache(B, Hkv, Dh, chunks, seed, label, judged: tuple[Cases, Cases]):
+    """(yields) Feed chunks of K/V into a fresh cache; what update returns, until the first update that returns
+    something wrong (the cache's state is then off: later updates would show that, not the mistake), goes into
+    ``judged`` (the k cases, the v cases: one of each per sequence); len after each right update is checked."""
     cache = yield from _fresh(label)
     total = sum(chunks)
     k_all = randn(B, Hkv, total, Dh, seed=seed)                              # (B, Hkv, S, Dh)
     v_all = randn(B, Hkv, total, Dh, seed=seed + 1)
+    k_cases, v_cases = judged
     start = 0
     for i, (n, want) in enumerate(zip(chunks, cache_steps(k_all, v_all, chunks))):
         k, v = k_all[:, :, start:start + n], v_all[:, :, start:start + n]    # (B, Hkv, n, Dh)
-        got_k, got_v = yield from _update(cache, k, v, label)
+        got_k, got_v = yield from k_cases.run(v_cases.run(_update(cache, k, v, label)))
         end = start + n
-        what = f"{label}，第 {i + 1} 次 update（之前已缓存 {start} 个位置，这次新增 {n} 个）返回的 k"
-        step = f"这次 update 之后缓存里有 {end} 个位置：返回的 k、v 形状都应是 {(B, Hkv, end, Dh)}。"
-        if isinstance(got_k, torch.Tensor) and got_k.shape != want["k"].shape:
-            step = f"这次返回的 k 形状是 {tuple(got_k.shape)}；{step}"
-        try:
-            expect(got_k, want["k"], what, want["k-wrong"])
-            expect(got_v, want["v"], what.replace("返回的 k", "返回的 v"), want["v-wrong"])
-        except CheckError as err:
-            raise CheckError(err.code, err.finding, step=err.step if err.code == "wrong" else step) from None
+        what = f"{label}，第 {i + 1} 次 update（之前已缓存 {start} 个位置，这次新增 {n} 个）返回 k 时"
+        right_k = close(got_k, want["k"])
+        right_v = close(got_v, want["v"])
+        if not (right_k and right_v) or i == len(chunks) - 1:
+            given = {"k": k, "v": v}
+            k_cases.add(what, got_k, want["k"], want["k-wrong"], inputs=given)
+            v_cases.add(what.replace("返回 k 时", "返回 v 时"), got_v, want["v"], want["v-wrong"], inputs=given)
+        if not (right_k and right_v):
+            return
         n_cached = yield from _length(cache, label)
         if n_cached > end and n_cached not in (end * B, end * Hkv, end * Dh, end * B * Hkv * Dh):
             raise CheckError("cache-reappends", f"{label}：已经缓存了 {end} 个位置，len(cache) 却是 {n_cached}。")
@@ -173,11 +181,15 @@ def _run_cache(B, Hkv, Dh, chunks, seed, label):
 
 @check("KVCache")
 def check_KVCache(extended: bool = False, seed: int = 0):
+    judged = Cases(), Cases()                                                # what update returned: k, v
     for i, (B, Hkv, Dh, chunks) in enumerate(CACHE_CASES + (hidden_cache_cases() if extended else [])):
-        label = f"B={B}, Hkv={Hkv}, Dh={Dh}，分块 {list(chunks)}"
-        yield from _run_cache(B, Hkv, Dh, chunks, seed + 10 * i, label)
+        shape = f"B={B}, Hkv={Hkv}, Dh={Dh}"
+        yield from _run_cache(B, Hkv, Dh, chunks, seed + 10 * i, f"{shape}，分块 {list(chunks)}", judged)
         # a second sequence in a second, fresh cache must start from nothing
-        yield from _run_cache(B, Hkv, Dh, chunks[::-1], seed + 10 * i + 5, label + "（第二个序列、新建的缓存）")
+        yield from _run_cache(B, Hkv, Dh, chunks[::-1], seed + 10 * i + 5,
+                              f"{shape}，第二个序列、新建的缓存，分块 {list(chunks[::-1])}", judged)
+    for cases in judged:
+        cases.decide()
 
 
 # --- GroupedQueryAttention ------------------------------------------------------------------
@@ -334,45 +346,58 @@ def _second_sequence_leaks(m, x2, outs2, chunks, H, what):
     return not close(got_second, outs2["want"])
 
 
+def _gqa_module(C: int, H: int, Hkv: int, L: int, seed: int):
+    """(yields) A GroupedQueryAttention, its layout checked, loaded with check-made weights: (module, weights)."""
+    m, layout = yield from make_module(CANDIDATE, "GroupedQueryAttention(...)", seed=seed,
+                                       n_embed=C, n_head=H, n_kv_head=Hkv, context_length=L)
+    _check_gqa_layout(layout, C, H, Hkv)
+    w = gqa_weights(C, H, Hkv, seed)
+    yield from load(m, w, code=LAYOUT)
+    return m, w
+
+
 @check("GroupedQueryAttention")
 def check_GroupedQueryAttention(extended: bool = False, seed: int = 0):
-    for i, (B, T, C, H, Hkv, L, chunks) in enumerate(GQA_CASES + (hidden_gqa_cases() if extended else [])):
-        m, layout = yield from make_module(CANDIDATE, "GroupedQueryAttention(...)", seed=seed + i,
-                                           n_embed=C, n_head=H, n_kv_head=Hkv, context_length=L)
-        _check_gqa_layout(layout, C, H, Hkv)
-        w = gqa_weights(C, H, Hkv, seed + i)
-        yield from load(m, w, code=LAYOUT)
+    """1. the full causal forward of every case, no cache; 2. per case, uneven chunks through a fresh cache (the new
+    positions' mask offset by the cached length), then a second sequence through a second fresh cache (the same
+    procedure must work again), then token by token. A misconception is named when the cases of 1 (or of 2)
+    confirm it (compare.Cases)."""
+    cases = GQA_CASES + (hidden_gqa_cases() if extended else [])
+    built, full = [], Cases()
+    for i, (B, T, C, H, Hkv, L, chunks) in enumerate(cases):
+        m, w = yield from full.run(_gqa_module(C, H, Hkv, L, seed + i))
         x, x2 = randn(B, T, C, seed=seed + i), randn(B, T, C, seed=seed + 100 + i)   # (B, T, C) each
         outs, outs2 = gqa_outputs(x, w, H, Hkv), gqa_outputs(x2, w, H, Hkv)
         label = f"B={B}, T={T}, n_embed={C}, n_head={H}, n_kv_head={Hkv}"
-        # 1. the full causal forward, no cache
-        expect((yield Call(m, (x,), pure=True)), outs["want"], f"{label} 时的输出（不带缓存）", outs["wrong"],
-               inputs={"x": x})
-        # 2. uneven chunks through a fresh cache == the full forward; the new positions' mask
-        #    is offset by the cached length
-        what = f"{label}，按分块 {list(chunks)} 带缓存解码的输出（应等于一次算完的输出）"
-        got_chunks, received = yield from _decode(m, x, outs, chunks, H, what, mask_hint=True)
+        got = yield from full.call(Call(m, (x,), pure=True))
+        full.add(f"{label} 时（不带缓存）", got, outs["want"], outs["wrong"], inputs={"x": x})
+        built.append((m, w, x, x2, outs, outs2, label))
+    full.decide()
+    decoded = Cases()
+    for (B, T, C, H, Hkv, L, chunks), (m, w, x, x2, outs, outs2, label) in zip(cases, built):
+        what = f"{label}，按分块 {list(chunks)} 带缓存解码时（应等于一次算完的输出）"
+        got_chunks, received = yield from decoded.run(_decode(m, x, outs, chunks, H, what, mask_hint=True))
         if not received:
             raise CheckError("cache-unused", f"{label}：解码之后，传进去的 cache 仍是空的"
                                              "（forward 没有调用 cache.update）。")
         wrong = gqa_chunked(x, w, H, Hkv, chunks)
-        expect(got_chunks, outs["want"], what, [
-            ("cache-mask-offset", wrong["top-left"]), ("cache-mask-offset", wrong["none"]),
-            ("cache-unused", wrong["no-past"])])
+        if not decoded.add(what, got_chunks, outs["want"], [
+                ("cache-mask-offset", wrong["top-left"]), ("cache-mask-offset", wrong["none"]),
+                ("cache-unused", wrong["no-past"])], inputs={"x": x}).right():
+            continue
         cached = sum(positions(k) for k, _ in received)
         if cached != T:
             raise CheckError("cache-reappends" if cached > T else "cache-unused",
                              f"{label}：解码 {T} 个位置后，缓存里应有 {T} 个位置，实际是 {cached}。")
-        # 3. a second sequence through a second fresh cache: the same procedure must work again
         if (yield from _second_sequence_leaks(m, x2, outs2, chunks, H, what)):
             raise CheckError("cache-not-reset", f"{label}：第一个序列用缓存解码时正确；"
                                                 "第二个序列换了一个新建的 cache、"
                                                 "同样分块解码，输出却不等于它一次算完的输出——上一个序列的状态留在了模块里。")
-        # 4. token by token through a fresh cache == the full forward
         ones = (1,) * T
-        got_steps, _ = yield from _decode(m, x2, outs2, ones, H, f"{label}，逐个位置解码")
-        expect(got_steps, outs2["want"], f"{label}，带缓存逐个位置解码的输出（应等于一次算完的输出）", [
-            ("cache-unused", gqa_chunked(x2, w, H, Hkv, ones)["no-past"])])
+        got_steps, _ = yield from decoded.run(_decode(m, x2, outs2, ones, H, f"{label}，逐个位置解码"))
+        decoded.add(f"{label}，带缓存逐个位置解码时（应等于一次算完的输出）", got_steps, outs2["want"],
+                    [("cache-unused", gqa_chunked(x2, w, H, Hkv, ones)["no-past"])], inputs={"x": x2})
+    decoded.decide()
 
 
 # --- kv_cache_bytes -------------------------------------------------------------------------
@@ -392,29 +417,50 @@ def kv_bytes(n_layer, n_kv_head, head_dim, seq_len, batch_size, bytes_per_elem) 
 
 @check("kv_cache_bytes")
 def check_kv_cache_bytes(extended: bool = False, seed: int = 0):
+    """Every configuration by keyword (the counts judged together, counts.Counts), then by position (the same
+    count is due); then the defaults."""
     cases = BYTES_CASES + (hidden_bytes_cases() if extended else [])
     g = torch.Generator().manual_seed(seed)
     cases = cases + [tuple(int(v) for v in torch.randint(1, 50, (5,), generator=g)) + (1 + seed % 4,)]
+    counts, by_position = Counts(), []
     for L, Hkv, Dh, S, B, E in cases:
         args = f"n_layer={L}, n_kv_head={Hkv}, head_dim={Dh}, seq_len={S}, batch_size={B}, bytes_per_elem={E}"
         keywords = {"n_layer": L, "n_kv_head": Hkv, "head_dim": Dh, "seq_len": S, "batch_size": B,
                     "bytes_per_elem": E}
-        for how, call in (("关键字参数", Call(CANDIDATE, kwargs=keywords)),
-                          ("位置参数", Call(CANDIDATE, (L, Hkv, Dh, S, B, E)))):
-            _expect_bytes((yield call), kv_bytes(L, Hkv, Dh, S, B, E), f"{args}（{how}）")
+        outs = kv_bytes(L, Hkv, Dh, S, B, E)
+        _add_bytes(counts, (yield Call(CANDIDATE, kwargs=keywords)), outs, f"{args}（关键字参数）")
+        by_position.append((args, (yield Call(CANDIDATE, (L, Hkv, Dh, S, B, E))), outs))
     # the defaults: batch_size=1, bytes_per_elem=2 (float16 / bfloat16)
     L, Hkv, Dh, S = 3, 5, 7, 11
-    _expect_bytes((yield Call(CANDIDATE, (L, Hkv, Dh, S))), kv_bytes(L, Hkv, Dh, S, 1, 2),
-                  f"只给 n_layer={L}, n_kv_head={Hkv}, head_dim={Dh}, seq_len={S}（其余用默认值）时")
+    _add_bytes(counts, (yield Call(CANDIDATE, (L, Hkv, Dh, S))), kv_bytes(L, Hkv, Dh, S, 1, 2),
+               f"只给 n_layer={L}, n_kv_head={Hkv}, head_dim={Dh}, seq_len={S}（其余用默认值）时")
+    counts.decide()
+    for args, got, outs in by_position:
+        if got != outs["want"]:
+            raise CheckError("wrong", f"{args}（位置参数）：应为 {outs['want']:,} 字节，实际是 {got!r}；"
+                                      "同样的数用关键字参数传入时是对的——参数的顺序应与题目的签名一致。")
 
 
-def _expect_bytes(got, outs: dict, what: str) -> None:
-    want = outs["want"]
+def _require_int_bytes(got, want: int, what: str) -> None:
+    """A byte count must be an int (a float with the right value is told so)."""
     if isinstance(got, bool) or not isinstance(got, int):
         if isinstance(got, float) and got == want:
             raise CheckError("wrong-type", f"{what}：数值对了，但应返回 int，实际是 float"
                                            "（用整数运算，别用 / 或 ** 0.5）。")
         raise CheckError("wrong-type", f"{what}：应返回 int（字节数），实际是 {type(got).__name__}。")
+
+
+def _add_bytes(counts: Counts, got, outs: dict, what: str) -> None:
+    """One byte count of the check's, collected in ``counts``."""
+    want = outs["want"]
+    _require_int_bytes(got, want, what)
+    counts.add(what, got, want, outs["wrong"], line=f"{what}：应为 {want:,} 字节，实际是 {got:,}")
+
+
+def _expect_bytes(got, outs: dict, what: str) -> None:
+    """One byte count judged alone (section 13's cache of latents: a code on this one count)."""
+    want = outs["want"]
+    _require_int_bytes(got, want, what)
     if got == want:
         return
     for code, value in outs["wrong"]:

@@ -15,7 +15,7 @@ import torch
 
 from . import math64
 from .common import quiz_number
-from .compare import expect, quiz_answers, randn, require_tensor
+from .compare import Cases, quiz_answers, randn, require_tensor
 from .core import CheckError, check
 from .keys import recipe
 from .oracle import answer_key, instructor_only, matches, oracle
@@ -23,7 +23,8 @@ from .protocol import CANDIDATE, Call
 
 # --- rope_angles ----------------------------------------------------------------------------
 
-ANGLE_CASES = [(6, 8, 10000.0), (5, 6, 100.0), (1, 4, 10000.0), (9, 16, 10000.0)]
+# (T, head_dim, base): two bases other than the default, so that a base left out is told on two cases
+ANGLE_CASES = [(6, 8, 10000.0), (5, 6, 100.0), (1, 4, 10000.0), (9, 16, 10000.0), (4, 10, 500.0)]
 
 
 @instructor_only
@@ -54,8 +55,9 @@ def angle_outputs(T: int, d: int, base: float) -> dict:
 
 @check("rope_angles")
 def check_rope_angles(extended: bool = False, seed: int = 0):
+    cases = Cases()
     for T, d, base in ANGLE_CASES + (hidden_angle_cases(seed) if extended else []):
-        got = yield Call(CANDIDATE, (T, d), {} if base == 10000.0 and T != 1 else {"base": base})
+        got = yield from cases.call(Call(CANDIDATE, (T, d), {} if base == 10000.0 and T != 1 else {"base": base}))
         got = require_tensor(got, f"rope_angles({T}, {d}, base={base:g})")
         outs = angle_outputs(T, d, base)
         want = outs["want"]
@@ -67,7 +69,8 @@ def check_rope_angles(extended: bool = False, seed: int = 0):
             if torch.allclose(first.double(), want, atol=1e-4, rtol=1e-4) or \
                     torch.allclose(got[..., 0::2].double(), want, atol=1e-4, rtol=1e-4):
                 raise CheckError("rope-angles-full-width", f"{what} 的形状是 {tuple(got.shape)}，应为 {(T, d // 2)}。")
-        expect(got, want, what, outs["wrong"], atol=1e-5, rtol=1e-4)
+        cases.add(what, got, want, outs["wrong"])
+    cases.decide()
 
 
 # --- apply_rope / apply_rope_interleaved ----------------------------------------------------
@@ -135,21 +138,29 @@ def _pair_norms(x, layout: str):
 
 
 def _check_rope(extended: bool, seed: int, layout: str):
-    """(yields) The candidate, a RoPE in ``layout``, on every input of _rope_inputs, then _check_relative."""
+    """(yields) The candidate, a RoPE in ``layout``, on every input of _rope_inputs (judged together: a
+    misconception confirmed on two, else a rotation that changes a pair's length, else the first wrong output),
+    then _check_relative."""
+    cases = Cases()
     for x, angles, what in _rope_inputs(extended, seed):
-        got = yield Call(CANDIDATE, (x, angles), pure=True)
+        got = yield from cases.call(Call(CANDIDATE, (x, angles), pure=True))
         outs = rope_outputs(x, angles, layout)
         want = outs.pop("want")
-        got = require_tensor(got, what)
-        if got.shape == want.shape and not torch.allclose(got.detach().double(), want, atol=1e-5, rtol=1e-4):
-            for code, wrong in outs.items():
-                if torch.allclose(got.detach().double(), wrong, atol=1e-5, rtol=1e-4):
-                    raise CheckError(code, f"{what}：结果与这个误区算出的完全一致。")
-            if not torch.allclose(_pair_norms(got.detach().double(), layout), _pair_norms(x.double(), layout),
-                                  atol=1e-4, rtol=1e-4):
-                raise CheckError("rope-not-a-rotation", f"{what}：旋转之后，某些二维对的长度变了。")
-        expect(got, want, what, inputs={"x": x, "angles": angles})
+        cases.add(f"{what} 时", got, want, list(outs.items()), inputs={"x": x, "angles": angles})
+    try:
+        cases.decide()
+    except CheckError as err:
+        if err.code == "wrong":
+            _require_rotation(next(case for case in cases.seen if not case.right()), layout)
+        raise
     yield from _check_relative(seed)
+
+
+def _require_rotation(case, layout: str) -> None:
+    """A wrong output that changes the length of a rotated pair is no rotation at all."""
+    got, x = case.got.detach().double(), case.inputs["x"].double()
+    if not torch.allclose(_pair_norms(got, layout), _pair_norms(x, layout), atol=1e-4, rtol=1e-4):
+        raise CheckError("rope-not-a-rotation", f"{case.what}：旋转之后，某些二维对的长度变了。")
 
 
 def _check_relative(seed: int):

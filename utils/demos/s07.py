@@ -124,12 +124,12 @@ def plot_decode_times(lengths: Sequence[int], with_cache: Sequence[float], witho
     ax.set_ylim(0, ratio.max() * 1.25)
     ax.set_xlabel("生成的 token 数（对数轴）")
     ax.set_ylabel("加速比 = 不用缓存的时间 ÷ 用缓存的时间")
-    ax.set_title("KV Cache 带来的加速随长度增长", fontsize=10)
+    ax.set_title("KV Cache 带来的加速比", fontsize=10)
     ax.grid(True, alpha=0.3)
     fig.tight_layout()
     describe(fig, f"{heading(title)}生成 {lengths[0]} 到 {lengths[-1]} 个 token：不用缓存的总时间 "
                   f"{1e3 * without[0]:.1f} → {1e3 * without[-1]:.1f} ms，用 KV Cache {1e3 * with_cache[0]:.1f} → "
-                  f"{1e3 * with_cache[-1]:.1f} ms；加速比从 {ratio[0]:.1f}× 增到 {ratio[-1]:.1f}×。")
+                  f"{1e3 * with_cache[-1]:.1f} ms；加速比从 {ratio[0]:.1f}× 变为 {ratio[-1]:.1f}×。")
     return fig
 
 
