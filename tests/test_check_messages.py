@@ -8,7 +8,7 @@ import pytest
 import torch
 from matplotlib.ft2font import FT2Font
 
-from utils.checks.compare import expect, joined
+from utils.checks.compare import Cases, expect, joined
 from utils.checks.core import FAIL_MARK, PASS_MARK, CheckError, check
 from utils.checks.protocol import CANDIDATE, Call
 from utils.progress import MARKS
@@ -116,3 +116,35 @@ def test_hint_3_of_a_plain_wrong_shows_the_input():
     with pytest.raises(CheckError) as caught:
         expect(got, want, "B=2, T=5 时的输出")
     assert "检查给的输入" not in caught.value.step and "按上面那句说的情形" in caught.value.step
+
+
+def _judged(outputs, truths) -> CheckError | None:
+    """The finding of Cases on these candidate outputs, each against its (want, [(code, output)])."""
+    cases = Cases()
+    for i, (got, (want, wrong)) in enumerate(zip(outputs, truths)):
+        cases.add(f"第 {i} 个输入", got, want, wrong, inputs={"x": want})
+    try:
+        cases.decide()
+    except CheckError as err:
+        return err
+    return None
+
+
+def test_a_misconception_is_named_only_when_two_cases_that_tell_it_apart_show_it():
+    """A code needs the candidate's output to agree with it on every case and to show it on two cases where it
+    differs from the right answer; one matching case (an accidental match) is a plain [wrong] with its input."""
+    want = [torch.full((2,), 1.0), torch.full((2,), 2.0), torch.full((2,), 3.0)]
+    halved = [w / 2 for w in want]
+    truths = [(w, [("scale-by-D", h)]) for w, h in zip(want, halved)]
+    assert _judged(want, truths) is None
+    both = _judged(halved, truths)
+    assert both.code == "scale-by-D" and "第 0 个输入" in both.finding and "第 1 个输入" in both.finding, both.finding
+    accidental = _judged([halved[0], want[1] + 5, want[2]], truths)
+    assert accidental.code == "wrong" and accidental.finding.startswith("第 0 个输入"), accidental.finding
+    assert "x = [1, 1]" in accidental.step, accidental.step
+    once = _judged([halved[0], want[1], want[2]], truths)      # right where the misconception differs: not it
+    assert once.code == "wrong" and "第 0 个输入" in once.finding
+    untold = [(want[0], [("scale-by-D", halved[0])]), (want[1], [("scale-by-D", want[1])])]
+    assert _judged([halved[0], want[1]], untold).code == "wrong", "a case where the code gives the right answer"
+    no_output = [(want[0], [("scale-by-D", halved[0])]), (want[1], []), (want[2], [("scale-by-D", halved[2])])]
+    assert _judged([halved[0], want[1], halved[2]], no_output).code == "scale-by-D", "right where it has no output"

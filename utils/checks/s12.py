@@ -8,7 +8,7 @@ factory: it builds and loads, it judges nothing); the losses are compared with a
 model (section 10's DecoderLM without its FFNs).
 
 Every case is run before anything is judged, and a misconception is named only when the candidate's output
-agrees with it on every case and is its output on two cases that tell it from the right one (:func:`diagnose`):
+agrees with it on every case and is its output on two cases that tell it from the right one (compare.Cases):
 a mistake that happens to give a known one's numbers on one designed input is not taken for it.
 """
 from __future__ import annotations
@@ -21,7 +21,7 @@ import torch.nn.functional as F
 
 from . import math64
 from .common import fixed_weights, quiz_number
-from .compare import close, joined, quiz_answers, randn, require_tensor
+from .compare import Cases, Seen, close, quiz_answers, randn
 from .core import CheckError, check
 from .oracle import answer_key, instructor_only, matches, oracle, reusable
 from .protocol import CANDIDATE, Call, Get, New
@@ -30,97 +30,8 @@ EPS = 1e-6   # RMSNorm's default eps (section 08), the given model's norms
 HERE = "utils.checks.s12"
 
 
-# --- judging a candidate over all its cases ---------------------------------------------------------
-
-class Seen:
-    """One case as the check saw it: what it was (``what``, Chinese), the candidate's output and the truth
-    ({"want", "wrong": [(code, tensor)]})."""
-
-    def __init__(self, what: str, got, truth: dict, atol: float, rtol: float):
-        self.what, self.got, self.truth, self.atol, self.rtol = what, got, truth, atol, rtol
-
-    def right(self) -> bool:
-        return close(self.got, self.truth["want"], self.atol, self.rtol)
-
-    def shows(self, code: str) -> bool:
-        """The candidate's output is one of ``code``'s outputs on this case."""
-        return any(c == code and close(self.got, wrong, self.atol, self.rtol) for c, wrong in self.truth["wrong"])
-
-    def fits(self, code: str) -> bool:
-        """The candidate's output agrees with ``code`` here: it is one of that misconception's outputs, or it is
-        right where the misconception has none (a pattern without leading dims has no wrong axis to average)."""
-        return self.shows(code) or (self.right() and not any(c == code for c, _ in self.truth["wrong"]))
-
-    def tells(self, code: str) -> bool:
-        """``code``'s outputs on this case all differ from the right one: the case can tell them apart."""
-        return not any(c == code and close(wrong, self.truth["want"], self.atol, self.rtol)
-                       for c, wrong in self.truth["wrong"])
-
-
-def confirmed(seen: list[Seen]) -> str | None:
-    """The misconception the candidate's output agrees with on every case, shown on two cases that tell it from
-    the right answer; None when no known misconception explains every output."""
-    codes = dict.fromkeys(code for case in seen for code, _ in case.truth["wrong"])
-    for code in codes:
-        if all(case.fits(code) for case in seen) and sum(case.shows(code) and case.tells(code) for case in seen) >= 2:
-            return code
-    return None
-
-
 def first_value(t: torch.Tensor) -> str:
     return f"{t.flatten()[0].item():.4f}" if t.numel() else "（空）"
-
-
-def seen_line(case: Seen) -> str:
-    """What the candidate gave on one case, and what it should have given."""
-    got, want = case.got, case.truth["want"]
-    if got.shape != want.shape:
-        return f"{case.what}：输出形状应为 {tuple(want.shape)}，你的函数给出 {tuple(got.shape)}"
-    which = "应为" if want.dim() == 0 else "第一个元素应为"
-    return f"{case.what}：{which} {first_value(want)}，你的函数给出 {first_value(got)}"
-
-
-def diagnose(seen: list[Seen], step_of) -> None:
-    """Raise the finding on these cases (nothing when every output is right): a confirmed misconception,
-    else what went wrong on the first case that went wrong. ``step_of(code)`` is hint 3 (the input shown), or ""
-    for the code's own."""
-    wrong = [case for case in seen if not case.right()]
-    if not wrong:
-        return
-    code = confirmed(seen)
-    step = step_of(code or "wrong")
-    if code is not None:
-        told = [case for case in seen if case.shows(code) and case.tells(code)][:2]
-        raise CheckError(code, "；".join(seen_line(case) for case in told) + "。两处都正好是下面这个误区算出的结果。",
-                         step=step)
-    case = wrong[0]
-    got, want = case.got, case.truth["want"]
-    if got.shape != want.shape:
-        raise CheckError("wrong-shape", seen_line(case) + "。", step=step_of("wrong-shape"))
-    if not torch.isfinite(got).all() and torch.isfinite(want).all():
-        raise CheckError("nan-output", joined(case.what, "时的输出含有 NaN/inf（应全是有限值）。"), step=step)
-    diff = (got.detach().double() - want.double()).abs()
-    worst = tuple(int(i) for i in torch.unravel_index(diff.argmax(), diff.shape))
-    if not worst:
-        raise CheckError("wrong", seen_line(case) + "；不符合任何已知的误区。", step=step)
-    raise CheckError("wrong", f"{case.what}：下标 {worst} 处应为 {want[worst].item():.4f}，你的函数给出 "
-                              f"{got[worst].item():.4f}；不符合任何已知的误区。", step=step)
-
-
-def run_cases(calls):
-    """(yields) Run ``calls`` — (what, call, truth, atol, rtol) in order — and collect what came back. A call
-    that fails (crash, modified input, not implemented) stops the run: its error is raised unless an earlier
-    case already came back wrong (then that case is judged)."""
-    seen = []
-    for what, call, truth, atol, rtol in calls:
-        try:
-            got = yield call
-        except CheckError:
-            if any(not case.right() for case in seen):
-                return seen
-            raise
-        seen.append(Seen(what, require_tensor(got, f"{what}时的返回值"), truth, atol, rtol))
-    return seen
 
 
 def stub_hints(where: str, step: str):
@@ -242,10 +153,10 @@ def _score_step(exercise: str, seen: list[Seen], args_text: str, code: str) -> s
     went wrong."""
     shown = seen[0]
     if not shown.right():
-        got = (f"你的函数给出形状 {tuple(shown.got.shape)}" if shown.got.shape != shown.truth["want"].shape
+        got = (f"你的函数给出形状 {tuple(shown.got.shape)}" if shown.got.shape != shown.want.shape
                else f"你的函数给出 {first_value(shown.got)}")
         return (f"先在这个小例子上手算（行是查询、列是键）：{shown_text(exercise)}{args_text}。应得 0 维张量 "
-                f"{first_value(shown.truth['want'])}，{got}。写下你取的是哪几格、除以几，再对照公式。")
+                f"{first_value(shown.want)}，{got}。写下你取的是哪几格、除以几，再对照公式。")
     if code not in ("wrong", "wrong-shape"):
         return ""
     case = next(case for case in seen if not case.right())
@@ -282,13 +193,14 @@ def _score_cases(exercise: str, designed: tuple, designed_what: str, random_case
 
 def _judge_scores(exercise: str, cases, truth_of):
     """(yields) Every case through the candidate, then the diagnosis."""
-    calls = []
+    judged = Cases()
     for spec, what, period in cases:
         args = () if exercise == "previous_token_score" else (period,)
-        calls.append((what, Call(CANDIDATE, (pattern_of(spec), *args), pure=True), truth_of(spec, *args), 1e-5, 1e-4))
-    seen = yield from run_cases(calls)
+        got = yield from judged.call(Call(CANDIDATE, (pattern_of(spec), *args), pure=True))
+        truth = truth_of(spec, *args)
+        judged.add(what, got, truth["want"], truth["wrong"])
     args_text = "" if exercise == "previous_token_score" else f"，period = {SHOWN_PERIOD}"
-    diagnose(seen, functools.partial(_score_step, exercise, seen, args_text))
+    judged.decide(functools.partial(_score_step, exercise, judged.seen, args_text))
 
 
 @check("previous_token_score")
@@ -521,16 +433,17 @@ def ablation_input(i: int = 0, seed: int = 0):
     return given_model(sizes, w), tokens, period
 
 
-def _ablation_step(seen: list[Seen], seed: int, _code: str) -> str:
-    """Hint 3: the first case that came out wrong, how to rebuild it, its unablated loss and one entry."""
+def _ablation_step(seen: list[Seen], bases: list[torch.Tensor], seed: int, _code: str) -> str:
+    """Hint 3: the first case that came out wrong, how to rebuild it, its unablated loss (``bases``, per case) and
+    one entry."""
     i, case = next((i, case) for i, case in enumerate(seen) if not case.right())
-    want, got = case.truth["want"], case.got
+    want, got = case.want, case.got
     rebuild = ("（在你的 notebook 里重建它：from utils.checks.s12 import ablation_input; "
                f"model, tokens, period = ablation_input({i})）" if seed == 0 and i < len(ABLATION_CASES) else "")
     entry = (f"你的函数给出 {got[0, 0].item():.4f}" if got.dim() == 2 and got.numel()
              else f"你的函数给出形状 {tuple(got.shape)}")
     return (f"用{case.what}一步步对照{rebuild}：不关任何头时，重复部分（目标位置 ≥ period）的平均交叉熵是 "
-            f"{case.truth['base'].item():.4f}——先让你的代码不关头时算出这个数；关掉第 0 层头 0 之后应为 "
+            f"{bases[i].item():.4f}——先让你的代码不关头时算出这个数；关掉第 0 层头 0 之后应为 "
             f"{want[0, 0].item():.4f}，{entry}。")
 
 
@@ -540,25 +453,21 @@ def _ablation_step(seen: list[Seen], seed: int, _code: str) -> str:
             "在 §3 的 model 和 eval_tokens 上，它应等于 §3 输出的“重复部分的平均交叉熵”。")
 def check_head_ablation_losses(extended: bool = False, seed: int = 0):
     cases = ABLATION_CASES + (hidden_ablation_cases() if extended else [])
-    seen = []
+    judged, bases = Cases(), []
     for i, (sizes, B, T, period) in enumerate(cases):
         w, tokens, truth = ablation_case(sizes, B, T, period, seed * 1009 + 17 * i)
         L, H = sizes["n_layer"], sizes["n_head"]
         what = f"第 {i} 个输入（n_layer={L}, n_head={H}, tokens 形状 {tuple(tokens.shape)}, period={period}）"
         model = yield Get(New(f"{HERE}:given_model", (sizes, w)))
-        try:
-            got = yield Call(CANDIDATE, (model, tokens, period), pure=True)
-        except CheckError:
-            if any(not case.right() for case in seen):
-                break
-            raise
-        seen.append(Seen(what, require_tensor(got, f"{what}时的返回值"), truth, 1e-4, 1e-4))
+        got = yield from judged.call(Call(CANDIDATE, (model, tokens, period), pure=True))
+        case = judged.add(what, got, truth["want"], truth["wrong"], atol=1e-4, rtol=1e-4)
+        bases.append(truth["base"])
         logits, _ = yield Call(model, (tokens,))
-        if seen[-1].right() and not close(logits, truth["logits"], atol=1e-4):
+        if case.right() and not close(logits, truth["logits"], atol=1e-4):
             raise CheckError("ablation-model-changed", f"{what}：损失表对了，但调用之后模型本身变了："
                                                        "不带 head_mask 再算一次，logits 与调用之前不同"
                                                        "（留下了钩子，或改了权重没有改回来）。")
-    diagnose(seen, functools.partial(_ablation_step, seen, seed))
+    judged.decide(functools.partial(_ablation_step, judged.seen, bases, seed))
 
 
 # --- quiz_induction_heads -------------------------------------------------------------------------
