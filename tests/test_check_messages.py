@@ -142,6 +142,8 @@ def test_a_misconception_is_named_only_when_two_cases_that_tell_it_apart_show_it
     accidental = _judged([halved[0], want[1] + 5, want[2]], truths)
     assert accidental.code == "wrong" and accidental.finding.startswith("第 0 个输入"), accidental.finding
     assert "x = [1, 1]" in accidental.step, accidental.step
+    third_off = _judged([halved[0], halved[1], want[2] + 5], truths)   # explains two cases, not the third
+    assert third_off.code == "wrong" and third_off.finding.startswith("第 0 个输入"), third_off.finding
     once = _judged([halved[0], want[1], want[2]], truths)      # right where the misconception differs: not it
     assert once.code == "wrong" and "第 0 个输入" in once.finding
     untold = [(want[0], [("scale-by-D", halved[0])]), (want[1], [("scale-by-D", want[1])])]
