@@ -150,3 +150,27 @@ def test_a_misconception_is_named_only_when_two_cases_that_tell_it_apart_show_it
     assert _judged([halved[0], want[1]], untold).code == "wrong", "a case where the code gives the right answer"
     no_output = [(want[0], [("scale-by-D", halved[0])]), (want[1], []), (want[2], [("scale-by-D", halved[2])])]
     assert _judged([halved[0], want[1], halved[2]], no_output).code == "scale-by-D", "right where it has no output"
+
+
+def test_a_crash_after_a_wrong_case_reports_the_wrong_case():
+    """Cases.call: the first mistake is the one shown, not a later case's crash."""
+    @check("late_crash")
+    def check_late_crash(extended=False, seed=0):   # the definition's signature; this one ignores both
+        del extended, seed
+        cases = Cases()
+        for x in (torch.ones(2), torch.zeros(3)):
+            got = yield from cases.call(Call(CANDIDATE, (x,)))
+            cases.add(f"x 形状 {tuple(x.shape)}", got, x)
+        cases.decide()
+
+    def off_then_crash(x):
+        if x.numel() == 3:
+            raise ValueError("late")
+        return x + 1
+
+    with pytest.raises(CheckError) as caught:
+        check_late_crash(off_then_crash)
+    assert caught.value.code == "wrong" and caught.value.finding.startswith("x 形状 (2,)"), caught.value.finding
+    with pytest.raises(CheckError) as caught:
+        check_late_crash(lambda x: x if x.numel() == 2 else 1 / 0)
+    assert caught.value.code == "crashed"

@@ -190,6 +190,10 @@ def decide(seen: Sequence[Seen], step_of=None) -> None:
     raise err
 
 
+def _asked(call):
+    return (yield call)
+
+
 class Cases:
     """A check's cases, collected as they come back and judged together at the end (:func:`decide`)::
 
@@ -206,8 +210,13 @@ class Cases:
     def call(self, call):
         """(yields) ``call``'s answer. A call that fails (crash, modified input, not implemented) after an earlier
         case came back wrong gives that earlier case's verdict instead: the first mistake is the one to show."""
+        return (yield from self.run(_asked(call)))
+
+    def run(self, steps):
+        """(yields) ``yield from steps`` (several calls: build a module, load it, call it), a failure judged as in
+        :meth:`call`."""
         try:
-            return (yield call)
+            return (yield from steps)
         except CheckError:
             if any(not case.right() for case in self.seen):
                 self.decide()
