@@ -342,30 +342,43 @@ def _mla_decode(module, x, outs, chunks, R, label):
         per_position=(angles,), hints={"cache-mask-offset": r"tril|mask|is_causal|triu"}))
 
 
+def _mla_forward(i: int, B: int, T: int, C: int, H: int, Dh: int, dc: int, R: int, seed: int):
+    """(yields) A MultiHeadLatentAttention built for case i, its layout checked, the check's weights loaded, run at
+    once on a random x: (module, x, weights, the oracle's outputs, label, its output)."""
+    m, layout = yield from make_module(CANDIDATE, "MultiHeadLatentAttention(...)", seed=seed + i, n_embed=C,
+                                       n_head=H, head_dim=Dh, d_latent=dc, d_rope=R)
+    _check_mla_layout(layout, C, H, Dh, dc, R)
+    w = mla_weights(C, H, Dh, dc, R, seed + i)
+    yield from load(m, w, code=MLA_LAYOUT)
+    x = randn(B, T, C, seed=seed + i)                                             # (B, T, C)
+    angles = math64.rope_angles(T, R, ROPE_BASE).float()                          # (T, R/2)
+    label = f"B={B}, T={T}, n_embed={C}, n_head={H}, head_dim={Dh}, d_latent={dc}, d_rope={R}"
+    got = yield Call(m, (x, angles), pure=True, hints={"mla-rope-on-latent": r"apply_rope\(\s*(c|latent)\b"},
+                     hints_of=Attr(m, "forward"))
+    return m, x, w, mla_outputs(x, w, H, Dh, R), label, got
+
+
 @check("MultiHeadLatentAttention")
 def check_MultiHeadLatentAttention(extended: bool = False, seed: int = 0):
-    for i, (B, T, C, H, Dh, dc, R, chunks) in enumerate(MLA_CASES + (hidden_mla_cases() if extended else [])):
-        m, layout = yield from make_module(CANDIDATE, "MultiHeadLatentAttention(...)", seed=seed + i, n_embed=C,
-                                           n_head=H, head_dim=Dh, d_latent=dc, d_rope=R)
-        _check_mla_layout(layout, C, H, Dh, dc, R)
-        w = mla_weights(C, H, Dh, dc, R, seed + i)
-        yield from load(m, w, code=MLA_LAYOUT)
-        x = randn(B, T, C, seed=seed + i)                                         # (B, T, C)
-        outs = mla_outputs(x, w, H, Dh, R)
-        angles = math64.rope_angles(T, R, ROPE_BASE).float()                      # (T, R/2)
-        label = f"B={B}, T={T}, n_embed={C}, n_head={H}, head_dim={Dh}, d_latent={dc}, d_rope={R}"
-        got = yield Call(m, (x, angles), pure=True, hints={"mla-rope-on-latent": r"apply_rope\(\s*(c|latent)\b"},
-                         hints_of=Attr(m, "forward"))
-        expect(got, outs["want"], f"{label} 时的输出（不带缓存）", outs["wrong"])
+    cases = MLA_CASES + (hidden_mla_cases() if extended else [])
+    forwards, runs = Cases(), []                            # every case at once first, then every case chunk by chunk
+    for i, (B, T, C, H, Dh, dc, R, _) in enumerate(cases):
+        m, x, w, outs, label, got = yield from forwards.run(_mla_forward(i, B, T, C, H, Dh, dc, R, seed))
+        forwards.add(f"{label} 时的输出（不带缓存）", got, outs["want"], outs["wrong"], inputs={"x": x})
+        runs.append((m, x, w, outs, label))
+    forwards.decide()
+    decoded = Cases()
+    for (m, x, w, outs, label), (_, _, _, H, Dh, _, R, chunks) in zip(runs, cases):
         what = f"{label}，按分块 {list(chunks)} 带缓存解码的输出（应等于一次算完的输出）"
-        got_chunks, received = yield from _mla_decode(m, x, outs, chunks, R, what)
+        got_chunks, received = yield from decoded.run(_mla_decode(m, x, outs, chunks, R, what))
         if not received:
             raise CheckError("cache-unused", f"{label}：解码之后，传进去的 cache 仍是空的"
                                              "（forward 没有调用 cache.update）。")
         wrong = mla_chunked(x, w, H, Dh, R, chunks)
-        expect(got_chunks, outs["want"], what, [("cache-mask-offset", wrong["top-left"]),
-                                                ("cache-mask-offset", wrong["none"]),
-                                                ("cache-unused", wrong["no-past"])])
+        decoded.add(what, got_chunks, outs["want"], [("cache-mask-offset", wrong["top-left"]),
+                                                     ("cache-mask-offset", wrong["none"]),
+                                                     ("cache-unused", wrong["no-past"])], inputs={"x": x})
+    decoded.decide()
 
 
 # --- latent_queries ---------------------------------------------------------------------------
