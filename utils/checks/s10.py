@@ -522,9 +522,13 @@ def _localise(seen: dict, trace, what: str, forwards: int = 1, others=()) -> Non
     if found is None:
         return
     err, mistake, located = found
-    if mistake is not None and not all((_located(*other) or (None, None))[1] == mistake for other in others):
+    if mistake is None:
+        raise err
+    if not all((_located(*other) or (None, None))[1] == mistake for other in others):
         raise located
-    raise err
+    also = "；".join(other[2] for other in others)
+    confirmation = f"其余配置（{also}）里，第一个输入对、输出却不对的部件也与这个误区一致。" if also else ""
+    raise CheckError(err.code, err.finding + confirmation)
 
 
 def _expect_localised(got, outs: dict, seen: dict, what: str, wrong=(), forwards: int = 1, inputs=None) -> None:
@@ -682,7 +686,8 @@ def check_count_parameters(extended: bool = False, seed: int = 0):
         if got != counts["want"]:
             want = counts["want"]
             if code is not None:
-                raise CheckError(code, f"{what}：应为 {want:,} 个参数，实际是 {got:,}。")
+                raise CheckError(code, f"{what}：应为 {want:,} 个参数，实际是 {got:,}；其余配置上数出的个数"
+                                       "也都与下面这个误区算出的一致。")
             raise CheckError("wrong", f"{what}：应为 {want:,} 个参数，实际是 {got:,}（相差 {got - want:+,}）。")
 
 
