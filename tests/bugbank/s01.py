@@ -1,5 +1,5 @@
 """Bug bank of 01_qkv_and_scores."""
-from . import fits_visible, right, wrong
+from . import right, wrong
 
 VARIANTS = [
     # --- project_qkv ---
@@ -88,11 +88,15 @@ VARIANTS = [
         def attention_scores(q, k):
             return q @ k.transpose(-2, -1) / math.sqrt(q.size(-1))
     """),
+    wrong("attention_scores", "scaled-by-first-D", "wrong", """
+        def attention_scores(q, k):
+            return q @ k.transpose(-2, -1) / math.sqrt(8)
+    """),
     wrong("attention_scores", "elementwise", "crashed", """
         def attention_scores(q, k):
             return (q * k).sum(-1)
     """),
-    fits_visible("attention_scores", "squeeze", "wrong-shape", """
+    wrong("attention_scores", "squeeze", "wrong-shape", """
         def attention_scores(q, k):
             return (q @ k.transpose(-2, -1)).squeeze()
     """),

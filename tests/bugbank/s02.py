@@ -59,6 +59,14 @@ VARIANTS = [
         def scaled_attention_scores(q, k):
             return q @ k.transpose(1, 2) / math.sqrt(q.size(-1))
     """),
+    wrong("scaled_attention_scores", "by-first-D-hardcoded", "wrong", """
+        def scaled_attention_scores(q, k):
+            return q @ k.transpose(-2, -1) / 8
+    """),
+    wrong("scaled_attention_scores", "squeeze", "wrong-shape", """
+        def scaled_attention_scores(q, k):
+            return (q @ k.transpose(-2, -1)).squeeze() / math.sqrt(q.size(-1))
+    """),
     wrong("scaled_attention_scores", "k-q", "qk-swapped", """
         def scaled_attention_scores(q, k):
             return k @ q.transpose(-2, -1) / math.sqrt(q.size(-1))
@@ -105,6 +113,11 @@ VARIANTS = [
         def softmax(x, dim=-1):
             e = torch.exp(x - x.max(dim=-1, keepdim=True).values)
             return e / e.sum(dim=-1, keepdim=True)
+    """),
+    wrong("softmax", "dim-1-hardcoded", "softmax-wrong-dim", """
+        def softmax(x, dim=-1):
+            e = torch.exp(x - x.amax(dim=1, keepdim=True))
+            return e / e.sum(dim=1, keepdim=True)
     """),
     wrong("softmax", "global-max", "global-max-subtraction", """
         def softmax(x, dim=-1):

@@ -316,6 +316,9 @@ VARIANTS = [
         return self.norm2(x + self.ffn(x))""")),
     wrong("DecoderLM", "scale-by-model-width", "scale-by-sqrt-C", lm().replace(
         "/ math.sqrt(self.head_dim)", "/ math.sqrt(self.n_head * self.head_dim)")),
+    # a scale copied from one configuration: on the first it is 1/√C, on the second nothing known: located only
+    wrong("DecoderLM", "scale-hard-coded", "lm-attention-wrong", lm().replace(
+        "/ math.sqrt(self.head_dim)", "/ math.sqrt(16)")),
     # no mask once there is a cache ("a cache means one new token at a time"): right without one
     wrong("DecoderLM", "no-mask-under-cache", "cache-mask-offset", lm(
         mask="torch.ones(T, S, dtype=torch.bool).tril(diagonal=S - T if cache is None else S)")),
@@ -461,6 +464,9 @@ VARIANTS = [
         next_id = torch.multinomial(F.softmax(last, dim=-1), 1, generator=generator)""")),
     wrong("generate", "top-k-ignored", "generate-top-k-ignored", gen(pick=_PICK.replace(
         "if top_k is not None:", "if False:"))),
+    # top_k applied only from 3 on (an off-by-one guard): at k = 2 the frequencies match top_k ignored, at one k
+    wrong("generate", "top-k-from-three", "generate-top-k-wrong", gen(pick=_PICK.replace(
+        "if top_k is not None:", "if top_k is not None and top_k > 2:"))),
     wrong("generate", "top-k-fills-zero", "generate-top-k-wrong", gen(pick=_PICK.replace(
         'last.masked_fill(last < kth, float("-inf"))', "last.masked_fill(last < kth, 0.0)"))),
     wrong("generate", "top-k-smallest", "generate-top-k-wrong", gen(pick=_PICK.replace(
@@ -471,6 +477,10 @@ VARIANTS = [
     wrong("generate", "temperature-after-softmax", "generate-temperature-after-softmax", gen(pick=_PICK.replace(
         "last = last / temperature", "pass").replace(
         "F.softmax(last, dim=-1)", "F.softmax(last, dim=-1) / temperature"))),
+    # only a temperature below 1 is applied: above 1 the frequencies match the temperature ignored, at one tau
+    # only, which is no evidence of [generate-temperature-after-softmax]
+    wrong("generate", "temperature-clamped", "wrong", gen(pick=_PICK.replace(
+        "last = last / temperature", "last = last / min(temperature, 1.0)"))),
     wrong("generate", "global-random", "ignores-generator", gen(pick=_PICK.replace(", generator=generator)", ")"))),
     # --- top_p_filter ---
     right("top_p_filter", "reference", top_p()),

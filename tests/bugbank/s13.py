@@ -232,6 +232,11 @@ class RollingKVCache:
         attend="""att = q @ k.transpose(-2, -1) / math.sqrt(Dh)
         allowed = torch.ones(S, S, dtype=torch.bool).tril()[S - T:]
         y = att.masked_fill(~allowed, float("-inf")).softmax(dim=-1) @ v""")),
+    # a scale copied from the first case (head_dim 4): [mla-scale]'s numbers there only, on the second nothing known
+    wrong("MultiHeadLatentAttention", "scale-hard-coded", "wrong", mla(
+        attend="""att = q @ k.transpose(-2, -1) / 2.0
+        allowed = torch.ones(S, S, dtype=torch.bool).tril()[S - T:]
+        y = att.masked_fill(~allowed, float("-inf")).softmax(dim=-1) @ v""")),
     wrong("MultiHeadLatentAttention", "no-mask", "not-causal", mla(
         attend="""att = q @ k.transpose(-2, -1) / math.sqrt(Dh + R)
         y = att.softmax(dim=-1) @ v""")),

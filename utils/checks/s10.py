@@ -9,6 +9,7 @@ back and judges it here. generate runs on a table-driven stand-in model that rec
 from __future__ import annotations
 
 import dataclasses
+from typing import NamedTuple
 
 import torch
 import torch.nn as nn
@@ -17,7 +18,7 @@ import torch.nn.functional as F
 from . import math64
 from .codes import CODES
 from .common import fixed_weights, part, require_linear, require_swiglu_layout
-from .compare import close, expect, randn, require_tensor, type_name
+from .compare import Seen, close, confirmed, decide, expect, randn, require_tensor, type_name
 from .core import OBSERVED, CheckError, check
 from .keys import recipe
 from .oracle import instructor_only, oracle
@@ -245,9 +246,10 @@ def param_counts(cfg) -> dict:
 
 # --- DecoderLM ---------------------------------------------------------------------------------
 
-# (config, B, T, chunks); T stays within the context length, the chunks cover T.
+# (config, B, T, chunks); T stays within the context length, the chunks cover T. Both RoPE bases differ from
+# 10000, so that a base ignored shows on two; the second is a single sequence (B = 1).
 LM_CASES = [(model_sizes(11, 16, 16, 4, 2, 2, 24, base=100.0, tie=True), 2, 7, (3, 2, 1, 1)),
-            (model_sizes(13, 12, 12, 3, 1, 1, 20, base=10000.0, tie=False), 1, 5, (2, 1, 2))]
+            (model_sizes(13, 12, 12, 3, 1, 1, 20, base=1000.0, tie=False), 1, 5, (2, 1, 2))]
 PARTS = ("norm1", "attn", "norm2", "ffn")
 
 
@@ -473,36 +475,60 @@ def _residual_missing(name: str, got, trace: dict) -> str | None:
     return None
 
 
-def _localise(seen: dict, trace, what: str, forwards: int = 1) -> None:
-    """Walk the parts in the order the forward runs them: name the first one whose input matches the
-    oracle's and whose output does not (or the residual connection feeding a wrong input, or a part called
-    other than once per forward: ``forwards`` model calls made ``seen``). The inputs and outputs were
-    observed in the kernel, by forward hooks: only the diagnosis rests on them, never a pass."""
+def _located(seen: dict, trace, what: str, forwards: int = 1) -> tuple[CheckError, str | None, CheckError] | None:
+    """Walk the parts in the order the forward runs them: the first one whose input matches the oracle's and whose
+    output does not (or the residual connection feeding a wrong input, or a part called other than once per
+    forward: ``forwards`` model calls made ``seen``). The inputs and outputs were observed in the kernel, by forward
+    hooks: only the diagnosis rests on them, never a pass. Returns (the finding, the misconception its output
+    matched or None, the finding that only locates the part), or None when the first part's input is not the
+    embedding's."""
     by_name = {name: (x_in, x_out) for name, x_in, x_out, _ in trace}
     for name, x_in, x_out, wrong in trace:
         calls, label = seen.get(name), _part_label(name)
         if not calls or len(calls) != forwards:
-            raise CheckError("lm-block-wiring", f"{what}：在它之前的部件输出都对，{label}却在每次前向里被调用了 "
+            err = CheckError("lm-block-wiring", f"{what}：在它之前的部件输出都对，{label}却在每次前向里被调用了 "
                                                 f"{len(calls or ()) / forwards:g} 次（应为 1 次）。")
+            return err, None, err
         got_in, got_out = _joined(calls, 0), _joined(calls, 1)
         if not close(got_in, x_in, atol=1e-4):
             if name == "blocks.0.norm1":
-                return
+                return None
             branch = _residual_missing(name, got_in, by_name)
-            if branch:
-                raise CheckError("lm-residual-missing", f"{what}：{label}收到的输入正好是{_part_label(branch)}"
-                                                        "的输出本身，没有加上残差。")
-            raise CheckError("lm-block-wiring", f"{what}：在它之前的部件输出都对，{label}收到的输入却不对"
-                                                "（应是残差流：上一步的 x 加上子层的输出）。")
+            err = (CheckError("lm-residual-missing", f"{what}：{label}收到的输入正好是{_part_label(branch)}"
+                                                     "的输出本身，没有加上残差。") if branch else
+                   CheckError("lm-block-wiring", f"{what}：在它之前的部件输出都对，{label}收到的输入却不对"
+                                                 "（应是残差流：上一步的 x 加上子层的输出）。"))
+            return err, None, err
         if close(got_out, x_out, atol=1e-4):
             continue
+        part_code = _PART_CODES[name.split(".")[-1]]
+        located = CheckError(part_code, f"{what}：{label}是第一个输入对、输出却不对的部件。")
         for mistake, output in wrong:
             if close(got_out, output, atol=1e-4):
                 if mistake in CODES:
-                    raise CheckError(mistake, f"{what}：{label}的输入对，输出却与下面这个误区算出的一致。")
-                raise CheckError(_PART_CODES[name.split(".")[-1]], f"{what}：{label}的输入对，输出却不对："
-                                                                   f"与“{mistake}”算出的一致。")
-        raise CheckError(_PART_CODES[name.split(".")[-1]], f"{what}：{label}是第一个输入对、输出却不对的部件。")
+                    named = CheckError(mistake, f"{what}：{label}的输入对，输出却与下面这个误区算出的一致。")
+                    return named, mistake, located
+                return (CheckError(part_code, f"{what}：{label}的输入对，输出却不对：与“{mistake}”算出的一致。"),
+                        mistake, located)
+        return located, None, located
+    return None
+
+
+def _localise(seen: dict, trace, what: str, forwards: int = 1, others=()) -> None:
+    """Raise the finding of :func:`_located`. A misconception its part's output matched is named only when the
+    located part of each of ``others`` (other cases: (seen, trace, what, forwards)) matches it too; else the part
+    is only located (an unrelated mistake can give a known one's numbers on one case)."""
+    found = _located(seen, trace, what, forwards)
+    if found is None:
+        return
+    err, mistake, located = found
+    if mistake is None:
+        raise err
+    if not all((_located(*other) or (None, None))[1] == mistake for other in others):
+        raise located
+    also = "；".join(other[2] for other in others)
+    confirmation = f"其余配置（{also}）里，第一个输入对、输出却不对的部件也与这个误区一致。" if also else ""
+    raise CheckError(err.code, err.finding + confirmation)
 
 
 def _expect_localised(got, outs: dict, seen: dict, what: str, wrong=(), forwards: int = 1, inputs=None) -> None:
@@ -516,43 +542,90 @@ def _expect_localised(got, outs: dict, seen: dict, what: str, wrong=(), forwards
         raise
 
 
+class _Forward(NamedTuple):
+    """One configuration of check_DecoderLM, built and run once without a cache."""
+    cfg: object
+    w: dict
+    model: object
+    idx: torch.Tensor                                                               # (B, T)
+    targets: torch.Tensor                                                           # (B, T)
+    idx2: torch.Tensor                                                              # (B, T) decoded token by token
+    label: str
+    outs: dict
+    case: Seen                                                                      # its logits as a case
+    seen: dict                                                                      # each part's (input, output)
+
+
+def _forward(i: int, sizes: dict, B: int, T: int, seed: int):
+    """(yields) DecoderLM built for configuration i, its layout checked, run on random tokens: a _Forward."""
+    cfg = _config(**sizes)
+    w = lm_weights(cfg, seed * 1009 + 17 * i)
+    model = yield from _make_lm(cfg, w, seed * 1009 + 17 * i)
+    g = torch.Generator().manual_seed(seed + 31 * i)
+    idx = torch.randint(cfg.vocab_size, (B, T), generator=g)                        # (B, T)
+    targets = torch.randint(cfg.vocab_size, (B, T), generator=g)
+    idx2 = torch.randint(cfg.vocab_size, (B, T), generator=g)
+    label = (f"vocab={cfg.vocab_size}, n_embed={cfg.n_embed}, n_head={cfg.n_head}, n_kv_head={cfg.n_kv_head}, "
+             f"n_layer={cfg.n_layer}, rope_base={cfg.rope_base:g}, tie={cfg.tie_embeddings}, B={B}, T={T}")
+    outs = lm_outputs(w, cfg, idx, targets)
+    observed = yield Call(model, (idx,), pure=True, watch=Watch(hooks=_hooked(cfg.n_layer)))
+    logits, loss = _split(observed.value, label)
+    if loss is not None:
+        raise CheckError("wrong-type", f"{label}：没给 targets 时 loss 应为 None，实际是 {type_name(loss)}。")
+    case = Seen(f"{label} 时的 logits", require_tensor(logits, f"{label} 时的 logits"), outs["want"], outs["wrong"],
+                atol=1e-4, inputs={"idx": idx})
+    return _Forward(cfg, w, model, idx, targets, idx2, label, outs, case, observed.seen)
+
+
+def _judge_forwards(runs: list) -> None:
+    """The logits of every configuration judged together: a model-level misconception confirmed on two (decide),
+    else the first wrong configuration's first wrong part, its misconception named only if the other
+    configurations' located parts show it too."""
+    try:
+        decide([run.case for run in runs])
+    except CheckError as err:
+        if err.code == "wrong":
+            first = next(run for run in runs if not run.case.right())
+            _localise(first.seen, first.outs["trace"], first.case.what,
+                      others=[(run.seen, run.outs["trace"], run.case.what) for run in runs if run is not first])
+        raise
+
+
 @check("DecoderLM")
 def check_DecoderLM(extended: bool = False, seed: int = 0):
-    for i, (sizes, B, T, chunks) in enumerate(LM_CASES + (hidden_lm_cases() if extended else [])):
-        cfg = _config(**sizes)
-        w = lm_weights(cfg, seed * 1009 + 17 * i)
-        model = yield from _make_lm(cfg, w, seed * 1009 + 17 * i)
-        g = torch.Generator().manual_seed(seed + 31 * i)
-        idx = torch.randint(cfg.vocab_size, (B, T), generator=g)                    # (B, T)
-        targets = torch.randint(cfg.vocab_size, (B, T), generator=g)
-        label = (f"vocab={cfg.vocab_size}, n_embed={cfg.n_embed}, n_head={cfg.n_head}, n_kv_head={cfg.n_kv_head}, "
-                 f"n_layer={cfg.n_layer}, rope_base={cfg.rope_base:g}, tie={cfg.tie_embeddings}, B={B}, T={T}")
-        outs = lm_outputs(w, cfg, idx, targets)
-        observed = yield Call(model, (idx,), pure=True, watch=Watch(hooks=_hooked(cfg.n_layer)))
-        logits, loss = _split(observed.value, label)
-        _expect_localised(logits, outs, observed.seen, f"{label} 时的 logits", outs["wrong"], inputs={"idx": idx})
-        if loss is not None:
-            raise CheckError("wrong-type", f"{label}：没给 targets 时 loss 应为 None，实际是 {type_name(loss)}。")
+    runs = []
+    for i, (sizes, B, T, _) in enumerate(LM_CASES + (hidden_lm_cases() if extended else [])):
+        try:
+            runs.append((yield from _forward(i, sizes, B, T, seed)))
+        except CheckError:
+            if runs:
+                _judge_forwards(runs)                    # an earlier configuration's mistake is the one to show
+            raise
+    _judge_forwards(runs)
+    for run, (_, _, T, chunks) in zip(runs, LM_CASES + (hidden_lm_cases() if extended else [])):
+        cfg, w, model, idx, targets, label = run.cfg, run.w, run.model, run.idx, run.targets, run.label
         yield from _check_block_interface(model, w, cfg, idx, label)
         _, loss = _split((yield Call(model, (idx,), {"targets": targets}, pure=True)), label)
-        expect(loss, outs["loss"], f"{label}，给了 targets 时的 loss", outs["wrong_loss"], atol=1e-4,
+        expect(loss, run.outs["loss"], f"{label}，给了 targets 时的 loss", run.outs["wrong_loss"], atol=1e-4,
                inputs={"idx": idx, "targets": targets})
         # chunks through fresh caches == the full forward: RoPE positions start at the cached length
         what = f"{label}，按分块 {list(chunks)} 带缓存解码的 logits（应等于一次算完的 logits）"
         script = lm_cache_script(w, cfg, idx, chunks)
         got, seen = yield from _decode(model, idx, chunks, script, cfg.n_layer, what)
         _expect_localised(got, script, seen, what, forwards=len(chunks))
-        idx2 = torch.randint(cfg.vocab_size, (B, T), generator=g)
         what = f"{label}，另一条序列、新建的缓存，逐个 token 解码的 logits（应等于一次算完的 logits）"
-        script = lm_cache_script(w, cfg, idx2, (1,) * T)
-        got, seen = yield from _decode(model, idx2, (1,) * T, script, cfg.n_layer, what)
+        script = lm_cache_script(w, cfg, run.idx2, (1,) * T)
+        got, seen = yield from _decode(model, run.idx2, (1,) * T, script, cfg.n_layer, what)
         _expect_localised(got, script, seen, what, forwards=T)
 
 
 # --- count_parameters --------------------------------------------------------------------------
 
-COUNT_CASES = [model_sizes(50, 32, 32, 4, 2, 2, 64, tie=True), model_sizes(97, 64, 48, 6, 6, 3, 130, tie=False),
-               model_sizes(32000, 4096, 4096, 32, 32, 32, 11008, tie=False)]           # the last: Llama-2-7B
+# Each misconception changes the count of two of them at least (tied and untied, GQA and MHA), so that it is
+# confirmed on two; the last is Llama-2-7B.
+COUNT_CASES = [model_sizes(50, 32, 32, 4, 2, 2, 64, tie=True), model_sizes(97, 64, 48, 6, 3, 3, 130, tie=False),
+               model_sizes(61, 16, 24, 4, 4, 1, 40, tie=True),
+               model_sizes(32000, 4096, 4096, 32, 32, 32, 11008, tie=False)]
 
 
 @instructor_only
@@ -608,20 +681,22 @@ def check_count_parameters(extended: bool = False, seed: int = 0):
             if isinstance(got, float) and got == want:
                 raise CheckError("wrong-type", f"{what}：数值对了，但应返回 int（参数个数），实际是 float。")
             raise CheckError("wrong-type", f"{what}：应返回 int（参数个数），实际是 {type_name(got)}。")
-        if got == want:
-            continue
-        for code, value in counts["wrong"]:
-            if value != want and got == value and _confirmed(code, answers, what):
-                raise CheckError(code, f"{what}：应为 {want:,} 个参数，实际是 {got:,}。")
-        raise CheckError("wrong", f"{what}：应为 {want:,} 个参数，实际是 {got:,}（相差 {got - want:+,}）。")
+    code = confirmed([_count_case(*answer) for answer in answers])
+    for what, got, counts in answers:
+        if got != counts["want"]:
+            want = counts["want"]
+            if code is not None:
+                raise CheckError(code, f"{what}：应为 {want:,} 个参数，实际是 {got:,}；其余配置上数出的个数"
+                                       "也都与下面这个误区算出的一致。")
+            raise CheckError("wrong", f"{what}：应为 {want:,} 个参数，实际是 {got:,}（相差 {got - want:+,}）。")
 
 
-def _confirmed(code: str, answers: list, first: str) -> bool:
-    """A count that equals a misconception's on one configuration is that misconception only if it equals it on
-    the other configurations where the misconception changes the count too (a count is one number: another
-    mistake can give it by accident)."""
-    others = [(got, dict(counts["wrong"])[code], counts["want"]) for what, got, counts in answers if what != first]
-    return all(got == wrong for got, wrong, want in others if wrong != want)
+def _count_case(what: str, got: int, counts: dict) -> Seen:
+    """One configuration's count as a case of compare.confirmed, exactly (a count is one number: another mistake
+    can give a misconception's count on one configuration by accident; it is named only when confirmed)."""
+    def count(n: int) -> torch.Tensor:
+        return torch.tensor(n, dtype=torch.float64)
+    return Seen(what, count(got), count(counts["want"]), [(c, count(n)) for c, n in counts["wrong"]], atol=0, rtol=0)
 
 
 # --- generate ----------------------------------------------------------------------------------
@@ -770,14 +845,20 @@ def _check_sampling(extended: bool, seed: int):
     second, _ = yield from _run(table, prompt, 2, what, global_seed=2, temperature=1.0, generator=_generator(seed))
     if not torch.equal(first, second):
         raise CheckError("ignores-generator", f"{what}：两次用同一个种子的 generator，抽到的 token 却不同。")
-    for tau in [1.0, 0.5] + ([2.0, 0.8] if extended else []):
+    drawn = []                                                                     # (tau, first new tokens (N,))
+    for tau in [1.0, 0.5, 2.0] + ([0.8] if extended else []):
         out = first if tau == 1.0 else (yield from _run(table, prompt, 2, f"{what}（temperature={tau}）",
                                                           temperature=tau, generator=_generator(seed + 1)))[0]
-        _judge_temperature(out[:, 2], logits, tau, what)
-    for k in [2] + ([4, 1] if extended else []):
+        drawn.append((tau, out[:, 2]))
+    _judge_temperatures(drawn, logits, what)
+    by_k = []                                                                      # (k, output (N, 4))
+    for k in [2, 3] + ([4, 1] if extended else []):
         out, _ = yield from _run(table, prompt, 2, f"{what}（top_k={k}）", temperature=1.0, top_k=k,
                                  generator=_generator(seed + 2))
-        _judge_top_k(out, logits, k, what)
+        by_k.append((k, out))
+    ignored = all(_tv(out[:, 2], F.softmax(logits, dim=-1)) <= TOLERANCE for _, out in by_k)
+    for k, out in by_k:
+        _judge_top_k(out, logits, k, what, ignored)
     greedy, _ = yield from _run(table, prompt, 2, f"{what}（temperature=0）", temperature=0,
                                 generator=_generator(seed + 3))
     want = greedy_tokens(table, prompt[:1], 2)[0, 2:]                              # (2,)
@@ -786,24 +867,41 @@ def _check_sampling(extended: bool, seed: int):
                                                     f"实际抽到了 {sorted(set(greedy[:, 2].tolist()))} 等不同的 token。")
 
 
-def _judge_temperature(tokens, logits, tau: float, what: str) -> None:
-    """The first new tokens' frequencies follow softmax(logits / tau), else the diagnosis."""
-    want = F.softmax(logits / tau, dim=-1)
-    if _tv(tokens, want) <= TOLERANCE:
+# what a temperature does to the logits: as the formula says, and as each misconception applies it
+_TEMPERATURE = {"right": lambda z, tau: z / tau, "generate-temperature-multiplied": lambda z, tau: z * tau,
+                "generate-temperature-after-softmax": lambda z, _tau: z}
+
+
+def _temperature_fits(tokens, logits, tau: float) -> set[str]:
+    """The ways of applying ``tau`` whose distribution the first new tokens' frequencies follow."""
+    return {way for way, apply in _TEMPERATURE.items()
+            if _tv(tokens, F.softmax(apply(logits, tau), dim=-1)) <= TOLERANCE}
+
+
+def _judge_temperatures(drawn: list, logits, what: str) -> None:
+    """The first new tokens' frequencies follow softmax(logits / tau) at every tau, else the diagnosis on the first
+    wrong tau: a misconception named only when the frequencies follow it at every tau and two taus other than 1
+    tell it from the formula (frequencies are a sample: one tau can match a wrong distribution by accident)."""
+    fits = [(tau, tokens, _temperature_fits(tokens, logits, tau)) for tau, tokens in drawn]
+    wrong = [(tau, tokens) for tau, tokens, ways in fits if "right" not in ways]
+    if not wrong:
         return
+    tau, tokens = wrong[0]
+    want = F.softmax(logits / tau, dim=-1)
     freq = (torch.bincount(tokens, minlength=BASE.numel()).double() / N_DRAWS).tolist()
     detail = (f"temperature={tau} 时第一个新 token 的频率 {[round(f, 3) for f in freq]}，"
               f"应接近 softmax(logits / temperature) = {[round(p, 3) for p in want.tolist()]}")
-    if tau != 1.0 and _tv(tokens, F.softmax(logits * tau, dim=-1)) <= TOLERANCE:
-        raise CheckError("generate-temperature-multiplied", f"{what}：{detail}。")
-    if tau != 1.0 and _tv(tokens, F.softmax(logits, dim=-1)) <= TOLERANCE:
-        raise CheckError("generate-temperature-after-softmax",
-                         f"{what}：{detail}；它们却接近 temperature=1 时的 softmax(logits)，温度没有起作用。")
+    for code in ("generate-temperature-multiplied", "generate-temperature-after-softmax"):
+        if all(code in ways for _, _, ways in fits) and sum(t != 1.0 for t, _, _ in fits) >= 2:
+            seen_at = "、".join(f"{t:g}" for t, _, _ in fits)
+            raise CheckError(code, f"{what}：{detail}；temperature = {seen_at} 时的频率都与下面这个误区相符。")
     raise CheckError("wrong", f"{what}：{detail}。")
 
 
-def _judge_top_k(out, logits, k: int, what: str) -> None:
-    """Every first new token is among the top k, at the renormalised frequencies, and so is every second."""
+def _judge_top_k(out, logits, k: int, what: str, ignored_everywhere: bool) -> None:
+    """Every first new token is among the top k, at the renormalised frequencies, and so is every second.
+    top_k ignored is named only when the frequencies follow the full softmax at every k (``ignored_everywhere``):
+    one k can match it by accident."""
     allowed = torch.topk(logits, k).indices                                        # (k,)
     tokens = out[:, 2]
     kept = logits.masked_fill(~torch.isin(torch.arange(BASE.numel()), allowed), float("-inf"))
@@ -812,8 +910,9 @@ def _judge_top_k(out, logits, k: int, what: str) -> None:
             return
         raise CheckError("generate-top-k-wrong", f"{what}（top_k={k}）：第二个新 token 抽到了前 {k} 名之外的 token。")
     detail = f"top_k={k}：抽到了 {sorted(set(tokens.tolist()))}，前 {k} 名是 {sorted(allowed.tolist())}"
-    if _tv(tokens, F.softmax(logits, dim=-1)) <= TOLERANCE:
-        raise CheckError("generate-top-k-ignored", f"{what}，{detail}。")
+    if ignored_everywhere:
+        raise CheckError("generate-top-k-ignored",
+                         f"{what}，{detail}；每个 top_k 下的频率都接近不截断的 softmax(logits)。")
     raise CheckError("generate-top-k-wrong", f"{what}，{detail}（或频率不对）。")
 
 
@@ -960,8 +1059,8 @@ def _agrees(code: str, kept: torch.Tensor, logits, top_p: float) -> bool:
     return any(_is_nucleus(mask, truth) or torch.equal(kept, mask) for c, mask in truth["wrong"] if c == code)
 
 
-def _top_p_case(logits, top_p: float, what: str):
-    _judge((yield from _filtered(logits, top_p, what)), logits, top_p, what)
+def _top_p_case(logits, top_p: float, what: str, others=()):
+    _judge((yield from _filtered(logits, top_p, what)), logits, top_p, what, others)
 
 
 @recipe
@@ -987,20 +1086,21 @@ def check_top_p_filter(extended: bool = False, seed: int = 0):
     kept = []
     for logits, top_p, what in cases:                  # every answer first: a diagnosis is confirmed on the others
         kept.append((yield from _filtered(logits, top_p, what)))
+    judged = [(kept[j], logits, top_p) for j, (logits, top_p, _) in enumerate(cases)]
     for j, (logits, top_p, what) in enumerate(cases):
-        others = [(kept[o], cases[o][0], cases[o][1]) for o in range(len(cases)) if o != j]
-        _judge(kept[j], logits, top_p, what, others)
-    yield from _top_p_case(_tied_logits(), 0.6, "边界上有并列的 logits，top_p=0.6（并列的那几个留下谁都可以）")
+        _judge(kept[j], logits, top_p, what, judged[:j] + judged[j + 1:])
+    # the cases below: a misconception is named only if the cases above confirm it (they all passed)
+    yield from _top_p_case(_tied_logits(), 0.6, "边界上有并列的 logits，top_p=0.6（并列的那几个留下谁都可以）", judged)
     yield from _top_p_case(_wide_logits(seed), 1.0, "含极小概率的 logits，top_p=1.0")
     for i, (lead, V, top_p, scale) in enumerate(TOP_P_DIMS_CASES):
         logits = _random_logits(lead, V, scale, top_p, seed * 103 + i)
         what = f"形状 {tuple(logits.shape)}（前导维不是 [B]）的 logits，top_p={top_p}"
         try:
-            yield from _top_p_case(logits, top_p, what)
+            yield from _top_p_case(logits, top_p, what, judged)
         except CheckError as err:
             if err.code in ("crashed", "wrong-shape", "wrong"):
                 raise CheckError("top-p-leading-dims", err.finding) from None
             raise
     for i, (lead, V, top_p, scale) in enumerate(hidden_top_p_cases() if extended else []):
         logits = _random_logits(lead, V, scale, top_p, seed * 107 + i)
-        yield from _top_p_case(logits, top_p, f"形状 {tuple(logits.shape)} 的随机 logits，top_p={top_p}")
+        yield from _top_p_case(logits, top_p, f"形状 {tuple(logits.shape)} 的随机 logits，top_p={top_p}", judged)

@@ -14,7 +14,7 @@ import torch.nn.functional as F
 
 from . import math64
 from .common import decode_in_chunks, fixed_weights, load, make_module, part, quiz_number, require_linear
-from .compare import close, expect, quiz_answers, randn, require_tensor, type_name
+from .compare import Cases, close, expect, quiz_answers, randn, require_tensor, type_name
 from .core import OBSERVED, CheckError, check
 from .oracle import answer_key, instructor_only, matches, oracle
 from .protocol import CANDIDATE, Attr, Builtin, Call, Get, Handle, New
@@ -24,7 +24,7 @@ from .stand_ins import SCRIPTED_LATENT_CACHE
 ROPE_BASE = 10000.0
 
 # sliding_window_mask: (T, window, n_sink)
-MASK_CASES = [(7, 3, 0), (8, 3, 2), (5, 9, 0), (6, 1, 1)]
+MASK_CASES = [(7, 3, 0), (8, 3, 2), (5, 9, 0), (6, 1, 2)]
 # RollingKVCache: (B, Hkv, Dh, window, n_sink, chunk lengths)
 ROLLING_CASES = [(1, 2, 3, 4, 2, (3, 1, 1, 5, 2, 1)), (2, 1, 2, 3, 0, (1, 1, 1, 1, 1, 2))]
 # MultiHeadLatentAttention: (B, T, n_embed, n_head, head_dim, d_latent, d_rope, chunks); the second has
@@ -90,14 +90,17 @@ def window_masks(T, window, n_sink) -> dict:
 def check_sliding_window_mask(extended: bool = False, seed: int = 0):
     T, window, n_sink = _seeded_case(seed, 1, 9, 3)
     cases = MASK_CASES + (hidden_mask_cases() if extended else []) + [(T + 3, window, n_sink % 4)]
+    judged = Cases()
     for T, window, n_sink in cases:
         what = f"sliding_window_mask({T}, window={window}, n_sink={n_sink})"
-        got = yield Call(CANDIDATE, (T, window, n_sink))
+        got = yield from judged.call(Call(CANDIDATE, (T, window, n_sink)))
         masks = window_masks(T, window, n_sink)
-        expect(got, masks["want"], what, masks["wrong"])
-        if got.dtype != torch.bool:
-            raise CheckError("wrong-type", f"{what}：数值对了，但应返回 bool 张量（True = 可以看），"
-                                           f"实际是 {got.dtype}。")
+        judged.add(what, got, masks["want"], masks["wrong"])
+    judged.decide()
+    for case in judged.seen:
+        if case.got.dtype != torch.bool:
+            raise CheckError("wrong-type", f"{case.what}：数值对了，但应返回 bool 张量（True = 可以看），"
+                                           f"实际是 {case.got.dtype}。")
     got = yield Call(CANDIDATE, kwargs={"T": 5, "window": 2})           # n_sink defaults to 0
     expect(got, window_masks(5, 2, 0)["want"], "sliding_window_mask(T=5, window=2)（n_sink 用默认值）")
 
@@ -339,30 +342,43 @@ def _mla_decode(module, x, outs, chunks, R, label):
         per_position=(angles,), hints={"cache-mask-offset": r"tril|mask|is_causal|triu"}))
 
 
+def _mla_forward(i: int, B: int, T: int, C: int, H: int, Dh: int, dc: int, R: int, seed: int):
+    """(yields) A MultiHeadLatentAttention built for case i, its layout checked, the check's weights loaded, run at
+    once on a random x: (module, x, weights, the oracle's outputs, label, its output)."""
+    m, layout = yield from make_module(CANDIDATE, "MultiHeadLatentAttention(...)", seed=seed + i, n_embed=C,
+                                       n_head=H, head_dim=Dh, d_latent=dc, d_rope=R)
+    _check_mla_layout(layout, C, H, Dh, dc, R)
+    w = mla_weights(C, H, Dh, dc, R, seed + i)
+    yield from load(m, w, code=MLA_LAYOUT)
+    x = randn(B, T, C, seed=seed + i)                                             # (B, T, C)
+    angles = math64.rope_angles(T, R, ROPE_BASE).float()                          # (T, R/2)
+    label = f"B={B}, T={T}, n_embed={C}, n_head={H}, head_dim={Dh}, d_latent={dc}, d_rope={R}"
+    got = yield Call(m, (x, angles), pure=True, hints={"mla-rope-on-latent": r"apply_rope\(\s*(c|latent)\b"},
+                     hints_of=Attr(m, "forward"))
+    return m, x, w, mla_outputs(x, w, H, Dh, R), label, got
+
+
 @check("MultiHeadLatentAttention")
 def check_MultiHeadLatentAttention(extended: bool = False, seed: int = 0):
-    for i, (B, T, C, H, Dh, dc, R, chunks) in enumerate(MLA_CASES + (hidden_mla_cases() if extended else [])):
-        m, layout = yield from make_module(CANDIDATE, "MultiHeadLatentAttention(...)", seed=seed + i, n_embed=C,
-                                           n_head=H, head_dim=Dh, d_latent=dc, d_rope=R)
-        _check_mla_layout(layout, C, H, Dh, dc, R)
-        w = mla_weights(C, H, Dh, dc, R, seed + i)
-        yield from load(m, w, code=MLA_LAYOUT)
-        x = randn(B, T, C, seed=seed + i)                                         # (B, T, C)
-        outs = mla_outputs(x, w, H, Dh, R)
-        angles = math64.rope_angles(T, R, ROPE_BASE).float()                      # (T, R/2)
-        label = f"B={B}, T={T}, n_embed={C}, n_head={H}, head_dim={Dh}, d_latent={dc}, d_rope={R}"
-        got = yield Call(m, (x, angles), pure=True, hints={"mla-rope-on-latent": r"apply_rope\(\s*(c|latent)\b"},
-                         hints_of=Attr(m, "forward"))
-        expect(got, outs["want"], f"{label} 时的输出（不带缓存）", outs["wrong"])
+    cases = MLA_CASES + (hidden_mla_cases() if extended else [])
+    forwards, runs = Cases(), []                            # every case at once first, then every case chunk by chunk
+    for i, (B, T, C, H, Dh, dc, R, _) in enumerate(cases):
+        m, x, w, outs, label, got = yield from forwards.run(_mla_forward(i, B, T, C, H, Dh, dc, R, seed))
+        forwards.add(f"{label} 时的输出（不带缓存）", got, outs["want"], outs["wrong"], inputs={"x": x})
+        runs.append((m, x, w, outs, label))
+    forwards.decide()
+    decoded = Cases()
+    for (m, x, w, outs, label), (_, _, _, H, Dh, _, R, chunks) in zip(runs, cases):
         what = f"{label}，按分块 {list(chunks)} 带缓存解码的输出（应等于一次算完的输出）"
-        got_chunks, received = yield from _mla_decode(m, x, outs, chunks, R, what)
+        got_chunks, received = yield from decoded.run(_mla_decode(m, x, outs, chunks, R, what))
         if not received:
             raise CheckError("cache-unused", f"{label}：解码之后，传进去的 cache 仍是空的"
                                              "（forward 没有调用 cache.update）。")
         wrong = mla_chunked(x, w, H, Dh, R, chunks)
-        expect(got_chunks, outs["want"], what, [("cache-mask-offset", wrong["top-left"]),
-                                                ("cache-mask-offset", wrong["none"]),
-                                                ("cache-unused", wrong["no-past"])])
+        decoded.add(what, got_chunks, outs["want"], [("cache-mask-offset", wrong["top-left"]),
+                                                     ("cache-mask-offset", wrong["none"]),
+                                                     ("cache-unused", wrong["no-past"])], inputs={"x": x})
+    decoded.decide()
 
 
 # --- latent_queries ---------------------------------------------------------------------------
@@ -384,12 +400,15 @@ def absorbed(q, w, H) -> dict:
 @check("latent_queries")
 def check_latent_queries(extended: bool = False, seed: int = 0):
     cases = ABSORB_CASES + (hidden_absorb_cases() if extended else []) + [(1, 2, 2, *_seeded_case(seed, 2, 7, 2))]
+    judged = Cases()
     for i, (B, H, T, Dh, dc) in enumerate(cases):
         q = randn(B, H, T, Dh, seed=seed + i)                                     # (B, H, T, Dh)
         w = randn(H * Dh, dc, seed=seed + 50 + i)                                 # (H·Dh, dc): k_up.weight
-        got = yield Call(CANDIDATE, (q, w), pure=True)
+        got = yield from judged.call(Call(CANDIDATE, (q, w), pure=True))
         outs = absorbed(q, w, H)
-        expect(got, outs["want"], f"q_content {tuple(q.shape)}、k_up_weight {tuple(w.shape)} 时的 q̃", outs["wrong"])
+        judged.add(f"q_content {tuple(q.shape)}、k_up_weight {tuple(w.shape)} 时的 q̃", got, outs["want"], outs["wrong"],
+                   inputs={"q_content": q, "k_up_weight": w})
+    judged.decide()
 
 
 # --- mla_cache_bytes --------------------------------------------------------------------------
