@@ -11,39 +11,8 @@ import pytest
 import torch
 import torch.nn as nn
 
-import utils.checks as checks
-from autograder.judge import SEEDS
 from utils.checks import s03, s04, s05
-from utils.checks.compare import close
-
-RUNS = [(False, 0), (False, SEEDS - 17), (True, 987_654)]
-PLAIN = {"wrong", "wrong-shape", "nan-output"}      # what the first wrong case was, no misconception named
-
-
-def _same(a, b) -> bool:
-    if isinstance(a, tuple):
-        return all(_same(x, y) for x, y in zip(a, b))
-    return close(a, b)
-
-
-class Planted:
-    """``right(*args)`` except where ``wrong(*args)`` (a misconception's output, None for none) differs from it:
-    there the misconception's, on every such call, or on the first only (``once``)."""
-
-    def __init__(self, right, wrong, once: bool):
-        self.right, self.wrong, self.once, self.shown = right, wrong, once, False
-
-    def __call__(self, *args):
-        with torch.no_grad():
-            want, bad = self.right(*args), self.wrong(*args)
-        if bad is None or _same(bad, want) or (self.once and self.shown):
-            return want
-        self.shown = True
-        return bad
-
-
-def _first(pairs, code):
-    return next((out for c, out in pairs if c == code), None)
+from .planted import PLAIN, RUNS, Planted, first, verdicts
 
 
 def _pair(outs, code):
@@ -119,25 +88,25 @@ PLANTS = {
                                                    lambda *a: s03.head_outputs(*a)[code], once))),
     "causal_mask": (["mask-reversed", "mask-transposed", "mask-diagonal-excluded"],
                     lambda code, once: Planted(lambda T: s04.causal_masks(T)["want"],
-                                               lambda T: _first(s04.causal_masks(T)["misconceptions"],
+                                               lambda T: first(s04.causal_masks(T)["misconceptions"],
                                                                              code), once)),
     "padding_mask": (["mask-reversed", "padding-off-by-one", "padding-left"],
                      lambda code, once: Planted(lambda n, T: s04.padding_masks(n.tolist(), T)["want"],
-                                                lambda n, T: _first(s04.padding_masks(n.tolist(), T)["misconceptions"],
+                                                lambda n, T: first(s04.padding_masks(n.tolist(), T)["misconceptions"],
                                                                     code), once)),
     "combine_masks": (["mask-not-broadcastable", "padding-on-query-axis", "mask-combined-with-or"],
                       lambda code, once: Planted(
                           lambda _causal, p: s04.combined_masks(*_lengths_of(p))["want"],
-                          lambda _causal, p: _first(s04.combined_masks(*_lengths_of(p))["misconceptions"], code),
+                          lambda _causal, p: first(s04.combined_masks(*_lengths_of(p))["misconceptions"], code),
                           once)),
     "masked_softmax": (["nan-on-fully-masked", "fully-masked-uniform", "mask-after-softmax", "mask-reversed",
                         "mask-fill-zero", "softmax-wrong-dim"],
                        lambda code, once: Planted(
                            lambda s, m: s04.masked_softmax_outputs(s, m)["want"].to(s.dtype),
-                           lambda s, m: _first(s04.masked_softmax_outputs(s, m)["misconceptions"], code), once)),
+                           lambda s, m: first(s04.masked_softmax_outputs(s, m)["misconceptions"], code), once)),
     "split_heads": (["view-without-transpose", "heads-strided"],
                     lambda code, once: Planted(lambda x, H: s05.split_outputs(x, H)["want"],
-                                               lambda x, H: _first(s05.split_outputs(x, H)["wrong"], code), once)),
+                                               lambda x, H: first(s05.split_outputs(x, H)["wrong"], code), once)),
     "merge_heads": (["merge-without-transpose", "heads-strided"],
                     lambda code, once: Planted(lambda x: s05.merge_outputs(x)["want"],
                                                lambda x: s05.merge_outputs(x)[code], once)),
@@ -150,24 +119,15 @@ PLANTS = {
                                                                    lambda *a: s05.fused_outputs(*a)[code], once))),
     "copy_heads_into": (["copy-qkv-order", "qkv-interleaved", "heads-concat-order"],
                         lambda code, once: copier(Planted(lambda w, H: s05.qkv_from_heads(w, H)["want"],
-                                                          lambda w, H: _first(s05.qkv_from_heads(w, H)["wrong"], code),
+                                                          lambda w, H: first(s05.qkv_from_heads(w, H)["wrong"], code),
                                                           once))),
 }
 CASES = [(exercise, code) for exercise, (codes, _) in PLANTS.items() for code in codes]
 
 
-def _verdict(exercise: str, candidate, extended: bool, seed: int) -> str | None:
-    try:
-        getattr(checks, f"check_{exercise}")(candidate, extended=extended, seed=seed)
-    except checks.CheckError as err:
-        return err.code
-    return None
-
-
 @pytest.mark.parametrize(("exercise", "code"), CASES, ids=[f"{e}-{c}" for e, c in CASES])
 def test_a_code_is_named_on_two_cases_and_not_on_one(exercise, code):
     plant = PLANTS[exercise][1]
-    always = [_verdict(exercise, plant(code, False), extended, seed) for extended, seed in RUNS]
+    always, once = verdicts(exercise, plant, code)
     assert always == [code] * len(RUNS), f"computing {code} on every case gives {always}"
-    once = [_verdict(exercise, plant(code, True), extended, seed) for extended, seed in RUNS]
     assert set(once) <= PLAIN, f"computing {code} on one case only gives {once}"

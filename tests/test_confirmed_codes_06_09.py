@@ -13,42 +13,11 @@ import pytest
 import torch
 import torch.nn as nn
 
-import utils.checks as checks
-from autograder.judge import SEEDS
 from utils.checks import math64, s06, s07, s08, s09
-from utils.checks.compare import close
+from .planted import PLAIN, RUNS, Planted, first, verdicts
 
-RUNS = [(False, 0), (False, SEEDS - 17), (True, 987_654)]
-PLAIN = {"wrong", "wrong-shape", "nan-output"}      # what the first wrong case was, no misconception named
 # what one wrong case shows of itself, beyond a plain finding: a rotation that changes a pair's length
 OF_ITSELF = {"apply_rope": {"rope-not-a-rotation"}, "apply_rope_interleaved": {"rope-not-a-rotation"}}
-
-
-def _same(a, b) -> bool:
-    if isinstance(a, torch.Tensor) or isinstance(b, torch.Tensor):
-        return close(a, b)
-    return a == b
-
-
-class Planted:
-    """``right(*args)`` except where ``wrong(*args)`` (a misconception's output, None for none) differs from it:
-    there the misconception's, on every such call, or on the first only (``once``)."""
-
-    def __init__(self, right, wrong, once: bool):
-        self.right, self.wrong, self.once, self.shown = right, wrong, once, False
-
-    def __call__(self, *args, **kwargs):
-        # unobserved by the check's watch (a torch function mode): the oracles may call what a learner may not
-        with torch.no_grad(), torch._C.DisableTorchFunction():
-            want, bad = self.right(*args, **kwargs), self.wrong(*args, **kwargs)
-        if bad is None or _same(bad, want) or (self.once and self.shown):
-            return want
-        self.shown = True
-        return bad
-
-
-def _first(pairs, code):
-    return next((out for c, out in pairs if c == code), None)
 
 
 def _in(t: torch.Tensor | None, like: torch.Tensor):
@@ -61,7 +30,7 @@ def layer_norm(code, once):
         return s08._ln(x, w, b, eps).to(x.dtype)
 
     def wrong(x, w, b, eps=None):
-        return _in(_first(s08.ln_outputs(x, w, b, 1e-5 if eps is None else eps, eps is not None)["wrong"], code), x)
+        return _in(first(s08.ln_outputs(x, w, b, 1e-5 if eps is None else eps, eps is not None)["wrong"], code), x)
     return Planted(right, wrong, once)
 
 
@@ -73,7 +42,7 @@ def rms_class(code, once):
 
     def wrong(x, w, eps, eps_given):
         low = x.dtype != torch.float32
-        return None if low else _in(_first(s08.rms_outputs(x, w, eps, eps_given)["wrong"], code), x)
+        return None if low else _in(first(s08.rms_outputs(x, w, eps, eps_given)["wrong"], code), x)
     plant = Planted(right, wrong, once)
 
     class RMSNorm(nn.Module):
@@ -89,7 +58,7 @@ def rms_class(code, once):
 
 def ffn_class(code, once):
     plant = Planted(lambda x, w: s08.ffn_outputs(x, w)["want"].to(x.dtype),
-                    lambda x, w: _in(_first(s08.ffn_outputs(x, w)["wrong"], code), x), once)
+                    lambda x, w: _in(first(s08.ffn_outputs(x, w)["wrong"], code), x), once)
 
     class FeedForward(nn.Module):
         def __init__(self, n_embed, hidden=None):
@@ -104,7 +73,7 @@ def ffn_class(code, once):
 
 def swiglu_class(code, once):
     plant = Planted(lambda x, w: s08.swiglu_outputs(x, w)["want"].to(x.dtype),
-                    lambda x, w: _in(_first(s08.swiglu_outputs(x, w)["wrong"], code), x), once)
+                    lambda x, w: _in(first(s08.swiglu_outputs(x, w)["wrong"], code), x), once)
 
     class SwiGLU(nn.Module):
         def __init__(self, dim, hidden):
@@ -139,7 +108,7 @@ def tiled(code, once):
     def outs(q, k, v, block_size=64, causal=True):
         return s06.tiled_outputs(q, k, v, block_size, causal)
     return Planted(lambda q, *a, **k: outs(q, *a, **k)["want"].to(q.dtype),
-                   lambda q, *a, **k: _in(_first(outs(q, *a, **k)["wrong"], code), q), once)
+                   lambda q, *a, **k: _in(first(outs(q, *a, **k)["wrong"], code), q), once)
 
 
 NORM_CODES = ["norm-eps-outside-sqrt", "norm-eps-missing", "norm-missing-sqrt", "norm-weight-ignored",
@@ -153,15 +122,15 @@ PLANTS = {
                         tiled),
     "repeat_kv": (["repeat-kv-tiled", "repeat-kv-wrong-dim"],
                   lambda code, once: Planted(lambda x, n: s07.repeat_outputs(x, n)["want"],
-                                             lambda x, n: _first(s07.repeat_outputs(x, n)["wrong"], code), once)),
+                                             lambda x, n: first(s07.repeat_outputs(x, n)["wrong"], code), once)),
     "kv_cache_bytes": (["kv-bytes-no-kv-factor", "kv-bytes-no-batch", "kv-bytes-no-dtype", "kv-bytes-no-layers",
-                        "kv-bytes-bits"], counted(_kv_bytes, lambda outs, code: _first(outs["wrong"], code))),
+                        "kv-bytes-bits"], counted(_kv_bytes, lambda outs, code: first(outs["wrong"], code))),
     "attention_flops": (["flops-mac-as-one", *COUNT_CODES],
                         counted(s06.flops_counts,
                                 lambda outs, code: outs["quarter" if code == "flops-mac-as-one" else code])),
     "attention_weights_bytes": (["bytes-missing-dtype-size", "bytes-ignores-dtype", "bytes-as-bits", *COUNT_CODES],
                                 counted(lambda B, H, T, dtype=torch.float32: s06.bytes_counts(B, H, T, dtype),
-                                        lambda outs, code: _first(outs["wrong"], code))),
+                                        lambda outs, code: first(outs["wrong"], code))),
     "layer_norm": (["layernorm-unbiased-var", "layernorm-no-mean", "layernorm-var-uncentered", "norm-bias-ignored",
                     *NORM_CODES], layer_norm),
     "RMSNorm": (["rmsnorm-subtracts-mean", "rmsnorm-bessel", "rmsnorm-sum-not-mean", *NORM_CODES], rms_class),
@@ -173,7 +142,7 @@ PLANTS = {
                      "rope-exponent-doubled"],
                     lambda code, once: Planted(
                         lambda T, d, base=10000.0: s09.angle_outputs(T, d, base)["want"].float(),
-                        lambda T, d, base=10000.0: _in(_first(s09.angle_outputs(T, d, base)["wrong"], code),
+                        lambda T, d, base=10000.0: _in(first(s09.angle_outputs(T, d, base)["wrong"], code),
                                                        torch.empty(0)), once)),
     "apply_rope": (["rope-interleaved-layout", *ROPE_CODES], rope("half")),
     "apply_rope_interleaved": (["rope-half-layout", *ROPE_CODES], rope("interleaved")),
@@ -181,18 +150,9 @@ PLANTS = {
 CASES = [(exercise, code) for exercise, (codes, _) in PLANTS.items() for code in codes]
 
 
-def _verdict(exercise: str, candidate, extended: bool, seed: int) -> str | None:
-    try:
-        getattr(checks, f"check_{exercise}")(candidate, extended=extended, seed=seed)
-    except checks.CheckError as err:
-        return err.code
-    return None
-
-
 @pytest.mark.parametrize(("exercise", "code"), CASES, ids=[f"{e}-{c}" for e, c in CASES])
 def test_a_code_is_named_on_two_cases_and_not_on_one(exercise, code):
     plant = PLANTS[exercise][1]
-    always = [_verdict(exercise, plant(code, False), extended, seed) for extended, seed in RUNS]
+    always, once = verdicts(exercise, plant, code)
     assert always == [code] * len(RUNS), f"computing {code} on every case gives {always}"
-    once = [_verdict(exercise, plant(code, True), extended, seed) for extended, seed in RUNS]
     assert set(once) <= PLAIN | OF_ITSELF.get(exercise, set()), f"computing {code} on one case only gives {once}"
