@@ -188,9 +188,9 @@ def _as_shown(cell: dict) -> tuple:
     return cell["cell_type"], source, json.dumps(cell["metadata"], sort_keys=True)
 
 
-# The sections, dealt into one course each for as many groups as `python3 course.py test` has workers on two
-# cores: each group pays once for what every nbgrader run costs before its first notebook (starting, a
-# grading zygote that imports torch), and the groups still run side by side.
+# The sections dealt into four groups, as many as `python3 course.py test` has workers on two cores, one course
+# each: a course pays once for what every nbgrader run costs before its first notebook (starting nbgrader, the
+# grading zygote importing torch), and the four courses still run side by side.
 GROUPS = [SECTIONS[i::4] for i in range(4)]
 
 
