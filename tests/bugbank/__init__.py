@@ -2,8 +2,9 @@
 
 Each :class:`Variant` is the full source of one solution cell, written the way a learner
 might write it. A wrong variant names the code its check must report; a right one (code
-``None``) must pass. tests/test_bugbank.py runs them through the check functions, and
-tests/test_grading.py through a real nbgrader autograde.
+``None``) must pass. tests/test_bugbank.py runs every one through the check functions (the notebook's
+run and the judge's); tests/test_grading.py grades a fixed sample of each exercise through a real nbgrader
+autograde.
 """
 from __future__ import annotations
 
