@@ -86,9 +86,9 @@ def bank(exercise: str, label: str) -> str:
 
 
 RIGHT = {"project_qkv": bank("project_qkv", "matmul"), "attention_scores": bank("attention_scores", "transpose")}
-# Not in the bug bank (the bank's variants fail both tests): .squeeze() breaks only on the
-# size-1 dims that the hidden test adds, so it passes the visible test and fails the hidden one.
-SQUEEZED = "def attention_scores(q, k):\n    return (q @ k.transpose(-2, -1)).squeeze()"
+# Not in the bug bank (the bank's variants fail both tests): .squeeze(-1) breaks only where there is one key
+# (Tk = 1), which a hidden case has and no visible one, so it passes the visible test and fails the hidden one.
+SQUEEZED = "def attention_scores(q, k):\n    return (q @ k.transpose(-2, -1)).squeeze(-1)"
 CLASS = {  # student -> solutions that differ from RIGHT; None: the released notebook, untouched
     "ana": {"project_qkv": bank("project_qkv", "transposed")},
     "bo": {"project_qkv": bank("project_qkv", "transposed")},

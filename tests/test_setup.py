@@ -74,7 +74,7 @@ def old_python() -> str | None:
 def test_an_old_python_gets_the_chinese_message_and_no_environment(tmp_path):
     copy = tmp_path / "course"
     (copy / "utils").mkdir(parents=True)
-    for name in ("course.py", "utils/working_copy.py"):
+    for name in ("course.py", "utils/working_copy.py", "utils/sections.py"):
         shutil.copy(ROOT / name, copy / name)
     (copy / "utils" / "__init__.py").write_text("")
     done = subprocess.run([old_python(), "course.py", "setup"], cwd=copy, capture_output=True, text=True, timeout=60)

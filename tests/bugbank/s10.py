@@ -322,6 +322,10 @@ VARIANTS = [
     # no mask once there is a cache ("a cache means one new token at a time"): right without one
     wrong("DecoderLM", "no-mask-under-cache", "cache-mask-offset", lm(
         mask="torch.ones(T, S, dtype=torch.bool).tril(diagonal=S - T if cache is None else S)")),
+    # the mask not offset under a cache in one configuration only (n_embed = 16): one case shows
+    # cache-mask-offset's numbers, so the part is only located (confirmed on two, never named on one)
+    wrong("DecoderLM", "mask-not-offset-in-one-config", "lm-attention-wrong", lm(
+        mask="torch.ones(T, S, dtype=torch.bool).tril(diagonal=0 if self.head_dim * self.n_head == 16 else S - T)")),
     # k rotated after cache.update: the cached keys are rotated again by the new positions' angles (a crash)
     wrong("DecoderLM", "rope-after-cache-update", "rope-after-cache", lm(rope="pass").replace(
         "        S = k.size(2)\n",

@@ -18,7 +18,7 @@ import torch.nn.functional as F
 from . import math64
 from .codes import CODES
 from .common import fixed_weights, part, require_linear, require_swiglu_layout
-from .compare import Seen, close, confirmed, decide, expect, randn, require_tensor, type_name
+from .compare import Cases, Seen, close, confirmed, decide, randn, require_tensor, type_name
 from .core import OBSERVED, CheckError, check
 from .keys import recipe
 from .oracle import instructor_only, oracle
@@ -365,8 +365,8 @@ def _check_block_interface(model, w, cfg, idx, label: str):
 
 
 def _decode(model, idx, chunks, script: dict, n_layer: int, what: str):
-    """(yields) idx chunk by chunk through fresh scripted caches: the logits, concatenated, and every part's
-    inputs and outputs (seen). What each block put in its cache is judged here, from what the caches kept."""
+    """(yields) idx chunk by chunk through fresh scripted caches: the logits, concatenated, every part's inputs and
+    outputs (seen), and what each cache received (judged by :func:`_check_cache_contents`, after the logits)."""
     caches = []
     for keys, values in zip(script["keys"], script["values"]):
         caches.append((yield Get(New(SCRIPTED_CACHE, (keys, values)))))
@@ -391,8 +391,8 @@ def _decode(model, idx, chunks, script: dict, n_layer: int, what: str):
                                   f"实际是 {got}。{OBSERVED}")
     if not all(isinstance(o, torch.Tensor) and o.dim() == 3 for o in outs):
         raise CheckError("wrong-type", f"{what}：logits 应是 [B, T, V] 的张量。")
-    _check_cache_contents(received, script, what, seen, len(chunks))
-    return torch.cat(outs, dim=1), seen                                          # (B, T, V)
+    _check_first_cache_offset(received, script, what)
+    return torch.cat(outs, dim=1), seen, received                                # (B, T, V)
 
 
 # A crash under a cache whose attention rotates after cache.update: it rotates the cached keys again, by the
@@ -430,19 +430,22 @@ def _check_cache_use(received: list, what: str) -> None:
                                          "（forward 没有把 caches[i] 交给第 i 个 Block）。" + OBSERVED)
 
 
-def _check_cache_contents(received: list, script: dict, what: str, seen: dict, forwards: int) -> None:
-    """Each block put in its cache the keys rotated at their own positions, and the values (a later
-    block's wrong K/V may come from an earlier part: that part is named first)."""
+def _check_first_cache_offset(received: list, script: dict, what: str) -> None:
+    """The first block's cached keys rotated from position 0 in every chunk (seen in the cache itself)."""
+    keys = _put(received[0], 0)
+    if not close(keys, script["keys"][0], atol=1e-4) and close(keys, script["keys-not-offset"], atol=1e-4):
+        raise CheckError("decode-positions-not-offset", f"{what}：第 1 个 Block 放进缓存的 k 是从位置 0 起旋转的，"
+                                                        "与下面这个误区算出的结果完全一致。" + OBSERVED)
+
+
+def _check_cache_contents(received: list, script: dict, what: str) -> None:
+    """Each block put in its cache the keys rotated at their own positions, and the values (judged after the logits:
+    a later block's wrong K/V that comes from an earlier part has that part named first)."""
     for i, pairs in enumerate(received):
         keys, values = _put(pairs, 0), _put(pairs, 1)
-        if close(keys, script["keys"][i], atol=1e-4) and close(values, script["values"][i], atol=1e-4):
-            continue
-        if i == 0 and close(keys, script["keys-not-offset"], atol=1e-4):
-            raise CheckError("decode-positions-not-offset", f"{what}：第 1 个 Block 放进缓存的 k 是从位置 0 起旋转的，"
-                                                            "与下面这个误区算出的结果完全一致。" + OBSERVED)
-        _localise(seen, script["trace"], what, forwards)
-        raise CheckError("wrong", f"{what}：第 {i + 1} 个 Block 放进缓存的 K/V 不对"
-                                  f"（应是这些位置旋转后的 k 和 v）。{OBSERVED}")
+        if not (close(keys, script["keys"][i], atol=1e-4) and close(values, script["values"][i], atol=1e-4)):
+            raise CheckError("wrong", f"{what}：第 {i + 1} 个 Block 放进缓存的 K/V 不对"
+                                      f"（应是这些位置旋转后的 k 和 v）。{OBSERVED}")
 
 
 _PART_CODES = {"norm1": "lm-rmsnorm-wrong", "norm2": "lm-rmsnorm-wrong", "norm": "lm-rmsnorm-wrong",
@@ -514,32 +517,36 @@ def _located(seen: dict, trace, what: str, forwards: int = 1) -> tuple[CheckErro
     return None
 
 
-def _localise(seen: dict, trace, what: str, forwards: int = 1, others=()) -> None:
-    """Raise the finding of :func:`_located`. A misconception its part's output matched is named only when the
-    located part of each of ``others`` (other cases: (seen, trace, what, forwards)) matches it too; else the part
-    is only located (an unrelated mistake can give a known one's numbers on one case)."""
-    found = _located(seen, trace, what, forwards)
+def _localise(first: _Judged, others=()) -> None:
+    """Raise the finding of :func:`_located` on ``first``. A misconception its part's output matched is named only
+    when every other run (``others``: _Judged) agrees with it (:func:`_agrees`) and one of them shows it too; else the
+    part is only located (an unrelated mistake can give a known one's numbers on one case)."""
+    found = _located(first.seen, first.trace, first.case.what, first.forwards)
     if found is None:
         return
     err, mistake, located = found
     if mistake is None:
         raise err
-    if not all((_located(*other) or (None, None))[1] == mistake for other in others):
+    shown = [other for other in others if _shows(other, mistake)]
+    if not shown or not all(other in shown or _unchanged_by(other, mistake) for other in others):
         raise located
-    also = "；".join(other[2] for other in others)
-    confirmation = f"其余配置（{also}）里，第一个输入对、输出却不对的部件也与这个误区一致。" if also else ""
-    raise CheckError(err.code, err.finding + confirmation)
+    also = "；".join(other.case.what for other in shown)
+    raise CheckError(err.code, f"{err.finding}另一次运行（{also}）里，第一个输入对、输出却不对的部件也与这个误区一致。")
 
 
-def _expect_localised(got, outs: dict, seen: dict, what: str, wrong=(), forwards: int = 1, inputs=None) -> None:
-    """expect(got, outs["want"]); on a plain mismatch, the part of the model that is wrong (as the kernel's
-    hooks saw each part's input and output)."""
-    try:
-        expect(got, outs["want"], what, wrong, atol=1e-4, inputs=inputs)
-    except CheckError as err:
-        if err.code == "wrong":
-            _localise(seen, outs["trace"], what, forwards)
-        raise
+def _shows(run: _Judged, mistake: str) -> bool:
+    """``run`` went wrong, and its first wrong part's output is ``mistake``'s."""
+    return not run.case.right() and (_located(run.seen, run.trace, run.case.what, run.forwards) or (None, None))[1] \
+        == mistake
+
+
+def _unchanged_by(run: _Judged, mistake: str) -> bool:
+    """``run`` is right, and ``mistake`` (in one of its forms) would change none of its parts' outputs (one token at
+    a time, no mask under a cache is no mistake): that run cannot tell the mistake from the right answer."""
+    def unchanged(x_out, wrong) -> bool:
+        outputs = [output for code, output in wrong if code == mistake]
+        return not outputs or any(close(output, x_out, atol=1e-4) for output in outputs)
+    return run.case.right() and all(unchanged(x_out, wrong) for _, _, x_out, wrong in run.trace)
 
 
 class _Forward(NamedTuple):
@@ -552,8 +559,7 @@ class _Forward(NamedTuple):
     idx2: torch.Tensor                                                              # (B, T) decoded token by token
     label: str
     outs: dict
-    case: Seen                                                                      # its logits as a case
-    seen: dict                                                                      # each part's (input, output)
+    judged: _Judged                                                                 # its logits, as the hooks saw them
 
 
 def _forward(i: int, sizes: dict, B: int, T: int, seed: int):
@@ -574,49 +580,85 @@ def _forward(i: int, sizes: dict, B: int, T: int, seed: int):
         raise CheckError("wrong-type", f"{label}：没给 targets 时 loss 应为 None，实际是 {type_name(loss)}。")
     case = Seen(f"{label} 时的 logits", require_tensor(logits, f"{label} 时的 logits"), outs["want"], outs["wrong"],
                 atol=1e-4, inputs={"idx": idx})
-    return _Forward(cfg, w, model, idx, targets, idx2, label, outs, case, observed.seen)
+    return _Forward(cfg, w, model, idx, targets, idx2, label, outs, _Judged(case, observed.seen, outs["trace"]))
 
 
-def _judge_forwards(runs: list) -> None:
-    """The logits of every configuration judged together: a model-level misconception confirmed on two (decide),
-    else the first wrong configuration's first wrong part, its misconception named only if the other
-    configurations' located parts show it too."""
+class _Judged(NamedTuple):
+    """One model run judged with the others of its kind: its logits as a case, each part's (input, output) as the
+    kernel's hooks saw them, the oracle's trace, and how many model calls made them."""
+    case: Seen
+    seen: dict
+    trace: list
+    forwards: int = 1
+    cached: tuple = ()                                                              # (what the caches received, script)
+
+
+def _judge_together(judged: list) -> None:
+    """The logits of every run judged together: a model-level misconception confirmed on two (decide), else the
+    first wrong run's first wrong part, its misconception named only if the other runs' located parts show it too."""
     try:
-        decide([run.case for run in runs])
+        decide([one.case for one in judged])
     except CheckError as err:
         if err.code == "wrong":
-            first = next(run for run in runs if not run.case.right())
-            _localise(first.seen, first.outs["trace"], first.case.what,
-                      others=[(run.seen, run.outs["trace"], run.case.what) for run in runs if run is not first])
+            first = next(one for one in judged if not one.case.right())
+            _localise(first, [one for one in judged if one is not first])
         raise
+
+
+def _collected(judge, items, run_one):
+    """(yields) run_one(item) for every item, collected; a failure after an earlier run went wrong gives that
+    earlier run's verdict (``judge`` on what was collected): the first mistake is the one to show."""
+    done = []
+    for item in items:
+        try:
+            done.append((yield from run_one(item)))
+        except CheckError:
+            if done:
+                judge(done)
+            raise
+    return done
+
+
+def _decoded(run, idx, chunks, what: str):
+    """(yields) ``run``'s model fed ``idx`` chunk by chunk through fresh scripted caches, as a _Judged."""
+    script = lm_cache_script(run.w, run.cfg, idx, chunks)
+    got, seen, received = yield from _decode(run.model, idx, chunks, script, run.cfg.n_layer, what)
+    case = Seen(what, require_tensor(got, what), script["want"], atol=1e-4, inputs={"idx": idx})
+    return _Judged(case, seen, script["trace"], len(chunks), (received, script))
 
 
 @check("DecoderLM")
 def check_DecoderLM(extended: bool = False, seed: int = 0):
-    runs = []
-    for i, (sizes, B, T, _) in enumerate(LM_CASES + (hidden_lm_cases() if extended else [])):
-        try:
-            runs.append((yield from _forward(i, sizes, B, T, seed)))
-        except CheckError:
-            if runs:
-                _judge_forwards(runs)                    # an earlier configuration's mistake is the one to show
-            raise
-    _judge_forwards(runs)
-    for run, (_, _, T, chunks) in zip(runs, LM_CASES + (hidden_lm_cases() if extended else [])):
-        cfg, w, model, idx, targets, label = run.cfg, run.w, run.model, run.idx, run.targets, run.label
-        yield from _check_block_interface(model, w, cfg, idx, label)
-        _, loss = _split((yield Call(model, (idx,), {"targets": targets}, pure=True)), label)
-        expect(loss, run.outs["loss"], f"{label}，给了 targets 时的 loss", run.outs["wrong_loss"], atol=1e-4,
-               inputs={"idx": idx, "targets": targets})
-        # chunks through fresh caches == the full forward: RoPE positions start at the cached length
-        what = f"{label}，按分块 {list(chunks)} 带缓存解码的 logits（应等于一次算完的 logits）"
-        script = lm_cache_script(w, cfg, idx, chunks)
-        got, seen = yield from _decode(model, idx, chunks, script, cfg.n_layer, what)
-        _expect_localised(got, script, seen, what, forwards=len(chunks))
-        what = f"{label}，另一条序列、新建的缓存，逐个 token 解码的 logits（应等于一次算完的 logits）"
-        script = lm_cache_script(w, cfg, run.idx2, (1,) * T)
-        got, seen = yield from _decode(model, run.idx2, (1,) * T, script, cfg.n_layer, what)
-        _expect_localised(got, script, seen, what, forwards=T)
+    cases = LM_CASES + (hidden_lm_cases() if extended else [])
+
+    def forward(i):
+        sizes, B, T, _ = cases[i]
+        return (yield from _forward(i, sizes, B, T, seed))
+
+    runs = yield from _collected(lambda done: _judge_together([run.judged for run in done]), range(len(cases)), forward)
+    _judge_together([run.judged for run in runs])
+    for run in runs:
+        yield from _check_block_interface(run.model, run.w, run.cfg, run.idx, run.label)
+    losses = Cases()
+    for run in runs:
+        _, loss = _split((yield from losses.call(Call(run.model, (run.idx,), {"targets": run.targets}, pure=True))),
+                         run.label)
+        losses.add(f"{run.label}，给了 targets 时的 loss", loss, run.outs["loss"], run.outs["wrong_loss"], atol=1e-4,
+                   inputs={"idx": run.idx, "targets": run.targets})
+    losses.decide()
+    # chunks through fresh caches == the full forward: RoPE positions start at the cached length; then another
+    # sequence token by token. Each kind judged over every configuration (a cache's misconception named on two).
+    chunked = [(run, run.idx, chunks,
+                f"{run.label}，按分块 {list(chunks)} 带缓存解码的 logits（应等于一次算完的 logits）")
+               for run, (_, _, _, chunks) in zip(runs, cases)]
+    one_by_one = [(run, run.idx2, (1,) * run.idx2.shape[1],
+                   f"{run.label}，另一条序列、新建的缓存，逐个 token 解码的 logits（应等于一次算完的 logits）")
+                  for run in runs]
+    for decodes in (chunked, one_by_one):
+        judged = yield from _collected(_judge_together, decodes, lambda d: _decoded(*d))
+        _judge_together(judged)
+        for one in judged:
+            _check_cache_contents(*one.cached, one.case.what)
 
 
 # --- count_parameters --------------------------------------------------------------------------
