@@ -56,3 +56,11 @@ def verdicts(exercise: str, plant, code: str) -> tuple[list, list]:
     always = [verdict(exercise, plant(code, False), extended, seed) for extended, seed in RUNS]
     once = [verdict(exercise, plant(code, True), extended, seed) for extended, seed in RUNS]
     return always, once
+
+
+def assert_confirmed(exercise: str, plant, code: str, of_itself: frozenset = frozenset()) -> None:
+    """``code`` is named when ``plant`` computes it on every case, in every run; computing it on one case only gets a
+    plain finding (or one of ``of_itself``: what one wrong case shows of itself, with no misconception matched)."""
+    always, once = verdicts(exercise, plant, code)
+    assert always == [code] * len(RUNS), f"computing {code} on every case gives {always}"
+    assert set(once) <= PLAIN | of_itself, f"computing {code} on one case only gives {once}"

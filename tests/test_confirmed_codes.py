@@ -12,7 +12,7 @@ import torch
 import torch.nn as nn
 
 from utils.checks import s03, s04, s05
-from .planted import PLAIN, RUNS, Planted, first, verdicts
+from .planted import Planted, assert_confirmed, first
 
 
 def _pair(outs, code):
@@ -127,7 +127,4 @@ CASES = [(exercise, code) for exercise, (codes, _) in PLANTS.items() for code in
 
 @pytest.mark.parametrize(("exercise", "code"), CASES, ids=[f"{e}-{c}" for e, c in CASES])
 def test_a_code_is_named_on_two_cases_and_not_on_one(exercise, code):
-    plant = PLANTS[exercise][1]
-    always, once = verdicts(exercise, plant, code)
-    assert always == [code] * len(RUNS), f"computing {code} on every case gives {always}"
-    assert set(once) <= PLAIN, f"computing {code} on one case only gives {once}"
+    assert_confirmed(exercise, PLANTS[exercise][1], code)

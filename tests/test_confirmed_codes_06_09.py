@@ -14,10 +14,10 @@ import torch
 import torch.nn as nn
 
 from utils.checks import math64, s06, s07, s08, s09
-from .planted import PLAIN, RUNS, Planted, first, verdicts
+from .planted import Planted, assert_confirmed, first
 
 # what one wrong case shows of itself, beyond a plain finding: a rotation that changes a pair's length
-OF_ITSELF = {"apply_rope": {"rope-not-a-rotation"}, "apply_rope_interleaved": {"rope-not-a-rotation"}}
+OF_ITSELF = dict.fromkeys(("apply_rope", "apply_rope_interleaved"), frozenset({"rope-not-a-rotation"}))
 
 
 def _in(t: torch.Tensor | None, like: torch.Tensor):
@@ -152,7 +152,4 @@ CASES = [(exercise, code) for exercise, (codes, _) in PLANTS.items() for code in
 
 @pytest.mark.parametrize(("exercise", "code"), CASES, ids=[f"{e}-{c}" for e, c in CASES])
 def test_a_code_is_named_on_two_cases_and_not_on_one(exercise, code):
-    plant = PLANTS[exercise][1]
-    always, once = verdicts(exercise, plant, code)
-    assert always == [code] * len(RUNS), f"computing {code} on every case gives {always}"
-    assert set(once) <= PLAIN | OF_ITSELF.get(exercise, set()), f"computing {code} on one case only gives {once}"
+    assert_confirmed(exercise, PLANTS[exercise][1], code, OF_ITSELF.get(exercise, frozenset()))
