@@ -422,18 +422,30 @@ def check_kv_cache_bytes(extended: bool = False, seed: int = 0):
     cases = BYTES_CASES + (hidden_bytes_cases() if extended else [])
     g = torch.Generator().manual_seed(seed)
     cases = cases + [tuple(int(v) for v in torch.randint(1, 50, (5,), generator=g)) + (1 + seed % 4,)]
-    counts, by_position = Counts(), []
+    configurations = []
     for L, Hkv, Dh, S, B, E in cases:
         args = f"n_layer={L}, n_kv_head={Hkv}, head_dim={Dh}, seq_len={S}, batch_size={B}, bytes_per_elem={E}"
         keywords = {"n_layer": L, "n_kv_head": Hkv, "head_dim": Dh, "seq_len": S, "batch_size": B,
                     "bytes_per_elem": E}
-        outs = kv_bytes(L, Hkv, Dh, S, B, E)
-        _add_bytes(counts, (yield Call(CANDIDATE, kwargs=keywords)), outs, f"{args}（关键字参数）")
-        by_position.append((args, (yield Call(CANDIDATE, (L, Hkv, Dh, S, B, E))), outs))
+        configurations.append((args, keywords, kv_bytes(L, Hkv, Dh, S, B, E)))
     # the defaults: batch_size=1, bytes_per_elem=2 (float16 / bfloat16)
     L, Hkv, Dh, S = 3, 5, 7, 11
-    _add_bytes(counts, (yield Call(CANDIDATE, (L, Hkv, Dh, S))), kv_bytes(L, Hkv, Dh, S, 1, 2),
-               f"只给 n_layer={L}, n_kv_head={Hkv}, head_dim={Dh}, seq_len={S}（其余用默认值）时")
+    yield from judge_byte_counts(configurations, (
+        f"只给 n_layer={L}, n_kv_head={Hkv}, head_dim={Dh}, seq_len={S}（其余用默认值）时", (L, Hkv, Dh, S),
+        kv_bytes(L, Hkv, Dh, S, 1, 2)))
+
+
+def judge_byte_counts(configurations: list, defaults: tuple):
+    """(yields) A byte-count function judged: each configuration (args as a finding says them, the keyword
+    arguments in the signature's order, the counts {"want", "wrong"}) called by keyword — the counts judged together
+    (counts.Counts) — and by position (the same count is due); the defaults (what, the positional arguments given,
+    the counts) with the keyword counts."""
+    counts, by_position = Counts(), []
+    for args, keywords, outs in configurations:
+        _add_bytes(counts, (yield Call(CANDIDATE, kwargs=keywords)), outs, f"{args}（关键字参数）")
+        by_position.append((args, (yield Call(CANDIDATE, tuple(keywords.values()))), outs))
+    what, given, outs = defaults
+    _add_bytes(counts, (yield Call(CANDIDATE, given)), outs, what)
     counts.decide()
     for args, got, outs in by_position:
         if got != outs["want"]:
@@ -455,18 +467,6 @@ def _add_bytes(counts: Counts, got, outs: dict, what: str) -> None:
     want = outs["want"]
     _require_int_bytes(got, want, what)
     counts.add(what, got, want, outs["wrong"], line=f"{what}：应为 {want:,} 字节，实际是 {got:,}")
-
-
-def _expect_bytes(got, outs: dict, what: str) -> None:
-    """One byte count judged alone (section 13's cache of latents: a code on this one count)."""
-    want = outs["want"]
-    _require_int_bytes(got, want, what)
-    if got == want:
-        return
-    for code, value in outs["wrong"]:
-        if got == value:
-            raise CheckError(code, f"{what}：应为 {want:,} 字节，实际是 {got:,}。")
-    raise CheckError("wrong", f"{what}：应为 {want:,} 字节，实际是 {got:,}。")
 
 
 # --- quiz_kv_cache --------------------------------------------------------------------------

@@ -18,7 +18,7 @@ from .compare import Cases, close, expect, quiz_answers, randn, require_tensor, 
 from .core import OBSERVED, CheckError, check
 from .oracle import answer_key, instructor_only, matches, oracle
 from .protocol import CANDIDATE, Attr, Builtin, Call, Get, Handle, New
-from .s07 import _expect_bytes
+from .s07 import judge_byte_counts
 from .stand_ins import SCRIPTED_LATENT_CACHE
 
 ROPE_BASE = 10000.0
@@ -429,15 +429,15 @@ def mla_bytes(n_layer, d_latent, d_rope, seq_len, batch, bytes_per_elem) -> dict
 def check_mla_cache_bytes(extended: bool = False, seed: int = 0):
     cases = MLA_BYTES_CASES + (hidden_mla_bytes_cases() if extended else [])
     cases = cases + [_seeded_case(seed, 1, 50, 5) + (1 + seed % 4,)]
+    configurations = []
     for L, dc, R, S, B, E in cases:
         args = f"n_layer={L}, d_latent={dc}, d_rope={R}, seq_len={S}, batch={B}, bytes_per_elem={E}"
         keywords = {"n_layer": L, "d_latent": dc, "d_rope": R, "seq_len": S, "batch": B, "bytes_per_elem": E}
-        calls = (("关键字参数", Call(CANDIDATE, kwargs=keywords)), ("位置参数", Call(CANDIDATE, (L, dc, R, S, B, E))))
-        for how, call in calls:
-            _expect_bytes((yield call), mla_bytes(L, dc, R, S, B, E), f"{args}（{how}）")
+        configurations.append((args, keywords, mla_bytes(L, dc, R, S, B, E)))
     L, dc, R, S = 3, 7, 5, 11
-    _expect_bytes((yield Call(CANDIDATE, (L, dc, R, S))), mla_bytes(L, dc, R, S, 1, 2),
-                  f"只给 n_layer={L}, d_latent={dc}, d_rope={R}, seq_len={S}（其余用默认值）时")
+    yield from judge_byte_counts(configurations, (
+        f"只给 n_layer={L}, d_latent={dc}, d_rope={R}, seq_len={S}（其余用默认值）时", (L, dc, R, S),
+        mla_bytes(L, dc, R, S, 1, 2)))
 
 
 # --- quiz_long_context ------------------------------------------------------------------------
