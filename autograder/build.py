@@ -23,7 +23,6 @@ import tempfile
 import textwrap
 from pathlib import Path
 
-from utils.checks.codes import markdown_table
 from utils.sections import section_ids
 
 from .config import RELEASE_DIR, SOURCE_DIR
@@ -126,6 +125,9 @@ def reference_files(root: Path = ROOT, only: list[str] | None = None) -> dict[Pa
     init = (GENERATED.format(src=f"{SOURCE_DIR}/") + '"""Reference implementations of every graded exercise."""\n'
             + "\n".join(imports) + "\n\n" + wrapped(f"__all__ = {sorted(defined_in)!r}") + "\n")
     files[root / "utils" / "reference" / "__init__.py"] = init
+    # only now: utils.checks imports torch (2 CPU-s), which the class edition's build (autograder/edition.py
+    # imports this module) does not need
+    from utils.checks.codes import markdown_table
     files[root / "docs" / "misconceptions.md"] = (
         "# 检查代码一览：误区 → 提示\n\n<!-- Generated from utils/checks/codes.py by "
         "`python3 course.py build`. Do not edit. -->\n\n" + markdown_table())

@@ -33,6 +33,11 @@ from .config import RELEASE_DIR, SOURCE_DIR
 from .notebook_format import dumps, exercises, read
 from .release import closed_exercises, without_shown_answers
 
+try:
+    import fcntl
+except ImportError:                # Windows
+    fcntl = None
+
 MARKER = ".attention-course-class-edition"
 STRIPPED = ("oracle", "instructor_only")
 LEFT_OUT = ("__pycache__", "overview.py")     # overview.py draws the README's figure with the references
@@ -199,16 +204,35 @@ def for_grading(answers_through: str | None, cache: Path, root: Path = ROOT) -> 
     target = cache / f"{answers_through or 'none'}-{digest.hexdigest()[:16]}"
     if not (target / MARKER).exists():
         cache.mkdir(parents=True, exist_ok=True)
-        scratch = Path(tempfile.mkdtemp(prefix=".building-", dir=cache))
-        try:
-            build(scratch / "edition", answers_through, root)
-            if not compileall.compile_dir(scratch / "edition" / "utils", quiet=1):
-                raise RuntimeError("the class edition for grading does not compile (compileall's errors above)")
-            with contextlib.suppress(OSError):   # another grading process put it there first
-                os.rename(scratch / "edition", target)
-        finally:
-            shutil.rmtree(scratch, ignore_errors=True)
+        with one_builder(cache / f".{target.name}.lock"):
+            if not (target / MARKER).exists():   # another grading process may have built it meanwhile
+                _build_for_grading(target, answers_through, root)
     return str(target / "utils")
+
+
+@contextlib.contextmanager
+def one_builder(lock: Path):
+    """While held, no other grading process builds the same edition: the workers of one grading command,
+    which start together, build it once, not once each (a lock on ``lock``; none on Windows, where each
+    may build it and the rename keeps the first)."""
+    if fcntl is None:
+        yield
+        return
+    with open(lock, "w") as held:
+        fcntl.flock(held, fcntl.LOCK_EX)
+        yield
+
+
+def _build_for_grading(target: Path, answers_through: str | None, root: Path) -> None:
+    scratch = Path(tempfile.mkdtemp(prefix=".building-", dir=target.parent))
+    try:
+        build(scratch / "edition", answers_through, root)
+        if not compileall.compile_dir(scratch / "edition" / "utils", quiet=1):
+            raise RuntimeError("the class edition for grading does not compile (compileall's errors above)")
+        with contextlib.suppress(OSError):   # another grading process put it there first
+            os.rename(scratch / "edition", target)
+    finally:
+        shutil.rmtree(scratch, ignore_errors=True)
 
 
 def main(argv: list[str] | None = None) -> None:

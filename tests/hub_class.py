@@ -6,10 +6,11 @@ from __future__ import annotations
 
 import os
 import pwd
+import signal
 import subprocess
 import tempfile
 import time
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from pathlib import Path
 
 import requests
@@ -167,6 +168,35 @@ def throwaway_class(cls: Classroom):
         remove_in_background(base)
 
 
+def descendants(pid: int) -> list[int]:
+    """Every process started by ``pid`` or by one of its descendants, still running."""
+    children: dict[int, list[int]] = {}
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        with suppress(OSError):
+            child, ppid = stat.parent.name, stat.read_text().rsplit(")", 1)[1].split()[1]
+            children.setdefault(int(ppid), []).append(int(child))
+    found, todo = [], [pid]
+    while todo:
+        kids = children.get(todo.pop(), [])
+        found += kids
+        todo += kids
+    return found
+
+
+def stop_hub(hub_proc: subprocess.Popen) -> None:
+    """The Hub, and what it started in sessions of its own (configurable-http-proxy, the idle culler), which a
+    Hub that does not stop in 30 s would leave running after every run of the test."""
+    started = descendants(hub_proc.pid)
+    hub_proc.terminate()
+    try:
+        hub_proc.wait(30)
+    except subprocess.TimeoutExpired:
+        os.killpg(hub_proc.pid, signal.SIGKILL)
+    for pid in started:
+        with suppress(ProcessLookupError):
+            os.kill(pid, signal.SIGKILL)
+
+
 @contextmanager
 def running_hub(students: list[str], instructors: list[str], others: list[str]):
     """Accounts, folders, gradebook and a running Hub; all of it removed afterwards. The idle culler
@@ -189,10 +219,6 @@ def running_hub(students: list[str], instructors: list[str], others: list[str]):
             yield hub
         finally:
             if hub_proc is not None and hub_proc.poll() is None:
-                hub_proc.terminate()
-                try:
-                    hub_proc.wait(30)
-                except subprocess.TimeoutExpired:
-                    os.killpg(hub_proc.pid, 9)
+                stop_hub(hub_proc)
             if pg.data.exists():
                 pg.stop()
