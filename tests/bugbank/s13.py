@@ -189,6 +189,11 @@ class RollingKVCache:
     wrong("RollingKVCache", "trim-before-return", "rolling-evicts-early",
           rolling(select="see = (pos < self.n_sink) | (pos > L + n - self.window)\n"
                          "        k, v, pos = k[:, :, see], v[:, :, see], pos[see]")),
+    # the same trimming in one sequence only (n_sink = 2): one case shows rolling-evicts-early's numbers, the others
+    # are right where it would change them, so nothing is named; the first wrong update's shape is reported
+    wrong("RollingKVCache", "trim-before-return-in-one-sequence", "wrong-shape",
+          rolling(select="see = (pos < self.n_sink) | (pos > L + (n if self.n_sink == 2 else 0) - self.window)\n"
+                         "        k, v, pos = k[:, :, see], v[:, :, see], pos[see]")),
     wrong("RollingKVCache", "window-plus-one", "window-off-by-one",
           rolling(select="see = (pos < self.n_sink) | (pos >= L - self.window)\n"
                          "        k, v, pos = k[:, :, see], v[:, :, see], pos[see]",

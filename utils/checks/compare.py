@@ -121,8 +121,9 @@ class Seen:
         return self.shows(code) or (self.right() and all(c != code for c, _ in self.wrong))
 
     def tells(self, code: str) -> bool:
-        """``code``'s outputs on this case all differ from the right one: the case can tell them apart."""
-        return not any(c == code and self.close(out, self.want) for c, out in self.wrong)
+        """This case tells ``code`` from the right answer: the candidate's output is one of that misconception's
+        outputs here, and not the right one (a misconception of several forms may have one that is right here)."""
+        return self.shows(code) and not self.right()
 
     def line(self) -> str:
         """What the candidate gave on this case where it is furthest from the right output, and what it should be."""
@@ -140,7 +141,7 @@ def confirmed(seen: Sequence[Seen]) -> str | None:
     known one's numbers on one designed input is not taken for it."""
     codes = dict.fromkeys(code for case in seen for code, _ in case.wrong)
     for code in codes:
-        if all(case.fits(code) for case in seen) and sum(case.shows(code) and case.tells(code) for case in seen) >= 2:
+        if all(case.fits(code) for case in seen) and sum(case.tells(code) for case in seen) >= 2:
             return code
     return None
 
@@ -181,7 +182,7 @@ def decide(seen: Sequence[Seen], step_of=None) -> None:
         return
     code = confirmed(seen)
     if code is not None:
-        told = [case for case in seen if case.shows(code) and case.tells(code)][:2]
+        told = [case for case in seen if case.tells(code)][:2]
         raise CheckError(code, "；".join(case.line() for case in told) + "。两处都正好是下面这个误区算出的结果。",
                          step=step_of(code) if step_of else "")
     err = plain_finding(wrong[0])

@@ -43,7 +43,7 @@ class Counts:
             return
         code = confirmed(self.seen)
         if code is not None:
-            told = [i for i, case in enumerate(self.seen) if case.shows(code) and case.tells(code)][:2]
+            told = [i for i, case in enumerate(self.seen) if case.tells(code)][:2]
             raise CheckError(code, "；".join(self.lines[i] for i in told) + "。两处都正好是下面这个误区算出的结果。",
                              step=self.steps[told[0]])
         first = wrong[0]

@@ -163,37 +163,33 @@ def _held_positions(state) -> int:
     return 0
 
 
-def _run_rolling(B, Hkv, Dh, window, n_sink, chunks, seed, label):
-    """(yields) Feed chunks into a fresh RollingKVCache(window, n_sink); judge each update and len."""
+def _run_rolling(B, Hkv, Dh, window, n_sink, chunks, seed, label, judged: tuple[Cases, Cases]):
+    """(yields) Feed chunks into a fresh RollingKVCache(window, n_sink). What update returns, until the first update
+    that returns a wrong k or v (the cache's state is then off: later updates would show that, not the mistake),
+    goes into ``judged`` (the k cases, the v cases: one of each per sequence); the positions and len after each
+    right update are checked at once, and what the cache holds at the end."""
     cache = yield Call(CANDIDATE, (window, n_sink))
     if not isinstance(cache, Handle):
         raise CheckError("wrong-type", f"RollingKVCache(...) 应创建一个缓存对象，实际得到 {type_name(cache)}。")
     total = sum(chunks)
     k_all, v_all = randn(B, Hkv, total, Dh, seed=seed), randn(B, Hkv, total, Dh, seed=seed + 1)   # (B, Hkv, N, Dh)
+    k_cases, v_cases = judged
     steps, L = rolling_steps(k_all, v_all, chunks, window, n_sink), 0
     for i, (n, want) in enumerate(zip(chunks, steps)):
         k, v = k_all[:, :, L:L + n], v_all[:, :, L:L + n]                           # (B, Hkv, n, Dh)
         out = yield Call(Attr(cache, "update"), (k, v), pure=True)
-        what = f"{label}，第 {i + 1} 次 update（之前见过 {L} 个位置，这次新增 {n} 个：位置 {L}…{L + n - 1}）"
+        what = (f"{label}，第 {i + 1} 次 update（之前见过 {L} 个位置，这次新增 {n} 个：位置 {L}…{L + n - 1}；"
+                f"这次的第一个新查询能看到的位置是 {want['positions'].tolist()}）")
         if not (isinstance(out, tuple) and len(out) == 3):
             raise CheckError("wrong-type", f"{what}：应返回三元组 (k, v, positions)，实际是 {type_name(out)}。")
         got_k, got_v, got_pos = out
-        step = (f"这次的第一个新查询在位置 {L}，它能看到的位置是 {want['positions'].tolist()}："
-                f"返回的 k 形状应是 {tuple(want['k'].shape)}。")
-        try:
-            expect(got_k, want["k"], f"{what}返回的 k", want["wrong"])
-            expect(got_v, want["v"], f"{what}返回的 v", [("cache-kv-swapped", want["k"])])
-        except CheckError as err:
-            raise CheckError(err.code, err.finding, step=step) from None
-        got_pos = require_tensor(got_pos, f"{what}返回的 positions")
-        if got_pos.shape == want["positions"].shape and torch.equal(got_pos.long(), torch.arange(len(got_pos))) \
-                and not torch.equal(want["positions"], torch.arange(len(got_pos))):
-            raise CheckError("rolling-positions-relative",
-                             f"{what}：返回的 positions 是 {got_pos.tolist()}，"
-                             f"应是这些键在整条序列里的位置 {want['positions'].tolist()}。")
-        if got_pos.dtype != torch.long or not torch.equal(got_pos, want["positions"]):
-            raise CheckError("wrong", f"{what}：返回的 positions 应是 LongTensor {want['positions'].tolist()}，"
-                                      f"实际是 {got_pos.tolist()}（{got_pos.dtype}）。", step=step)
+        right = close(got_k, want["k"]) and close(got_v, want["v"])
+        if not right or i == len(chunks) - 1:
+            k_cases.add(f"{what}返回的 k", got_k, want["k"], want["wrong"])
+            v_cases.add(f"{what}返回的 v", got_v, want["v"], [("cache-kv-swapped", want["k"])])
+        if not right:
+            return
+        _check_positions(require_tensor(got_pos, f"{what}返回的 positions"), want["positions"], what)
         L += n
         seen = yield Call(Builtin("len"), (cache,))
         if seen != L:
@@ -210,13 +206,29 @@ def _run_rolling(B, Hkv, Dh, window, n_sink, chunks, seed, label):
                                                  f"最多只该留 n_sink + window − 1 = {bound} 个{OBSERVED}。")
 
 
+def _check_positions(got: torch.Tensor, want: torch.Tensor, what: str) -> None:
+    """The positions update returned: the kept keys' places in the whole sequence, as a LongTensor."""
+    if got.shape == want.shape and torch.equal(got.long(), torch.arange(len(got))) \
+            and not torch.equal(want, torch.arange(len(got))):
+        raise CheckError("rolling-positions-relative",
+                         f"{what}：返回的 positions 是 {got.tolist()}，应是这些键在整条序列里的位置 {want.tolist()}。")
+    if got.dtype != torch.long or not torch.equal(got, want):
+        raise CheckError("wrong", f"{what}：返回的 positions 应是 LongTensor {want.tolist()}，"
+                                  f"实际是 {got.tolist()}（{got.dtype}）。")
+
+
 @check("RollingKVCache")
 def check_RollingKVCache(extended: bool = False, seed: int = 0):
     window, n_sink = _seeded_case(seed, 1, 5, 2)
     cases = ROLLING_CASES + (hidden_rolling_cases() if extended else []) + [(1, 1, 2, window + 1, n_sink, (2, 3, 1, 4))]
+    judged = Cases(), Cases()                                                # what update returned: k, v
     for i, (B, Hkv, Dh, window, n_sink, chunks) in enumerate(cases):
         label = f"RollingKVCache(window={window}, n_sink={n_sink})，B={B}, Hkv={Hkv}, Dh={Dh}，分块 {list(chunks)}"
-        yield from _run_rolling(B, Hkv, Dh, window, n_sink, chunks, seed + 10 * i, label)
+        # a finding of this sequence after an earlier one's wrong update: that update is the one shown
+        yield from judged[0].run(judged[1].run(_run_rolling(B, Hkv, Dh, window, n_sink, chunks, seed + 10 * i, label,
+                                                            judged)))
+    for cases_of in judged:
+        cases_of.decide()
 
 
 # --- MultiHeadLatentAttention -----------------------------------------------------------------
